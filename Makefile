@@ -1,0 +1,46 @@
+# The front door. `make demo` and `make test` are the whole set-up (see README.md).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The stamp names the dependency spec and this checkout's path: an editable install points here.
+STAMP := $(VENV)/.nines-installed-$(shell (cat pyproject.toml; echo $(CURDIR)) | sha1sum | cut -c1-12)
+
+.PHONY: demo test lint bench dashboards setup system-test-deps clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@rm -f $(VENV)/.nines-installed-*
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+## Test-only system packages: real Prometheus, promtool and Alertmanager for the e2e tests.
+system-test-deps:
+	@if ! command -v promtool >/dev/null || ! command -v prometheus-alertmanager >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager >/dev/null) \
+	      || echo "warning: could not install prometheus/alertmanager; e2e tests will be skipped"; \
+	  else echo "warning: not root; install prometheus and prometheus-alertmanager for the e2e tests"; fi; \
+	fi
+
+demo: setup
+	$(VENV)/bin/nines demo $(DEMO_ARGS)
+
+test: setup system-test-deps
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy monitor probes streaming dashboards
+
+bench: setup system-test-deps
+	$(PY) -m bench.run
+
+dashboards: setup
+	$(VENV)/bin/nines dashboards export dashboards/json
+
+clean:
+	rm -rf build *.egg-info .pytest_cache

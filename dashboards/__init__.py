@@ -1,0 +1,1 @@
+"""Grafana dashboards as code (grafana-foundation-sdk)."""

@@ -1,0 +1,77 @@
+"""Configuration plumbing: YAML + flags into frozen, validated per-stage models.
+
+Each stage owns its model (``probes.config``, ``streaming.config``, ``monitor.broker.config``);
+this module loads YAML, applies flag overrides and turns validation errors into one line that
+names the field, which the CLI prints before exiting with status 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class ConfigError(ValueError):
+    """Invalid user input; the message is one line naming the bad field."""
+
+
+class StageConfig(BaseModel):
+    """Base for every stage's config: frozen, unknown keys rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def load_yaml(path: str | Path | None) -> dict[str, Any]:
+    """The YAML document at ``path`` as a mapping ({} for None)."""
+    if path is None:
+        return {}
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"config: cannot read {path}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config: {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config: {path} must hold a mapping at the top level")
+    return data
+
+
+def section(document: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """One stage's section of the root YAML document."""
+    value = document.get(name, {}) or {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{name}: must be a mapping")
+    return dict(value)
+
+
+def build(
+    model: type[M],
+    values: Mapping[str, Any],
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    prefix: str = "",
+) -> M:
+    """Validate ``values`` updated with the non-None ``overrides`` (flags win over YAML)."""
+    merged = dict(values)
+    merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return model.model_validate(merged)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "config"
+        if prefix:
+            where = f"{prefix}.{where}"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        got = err.get("input")
+        shown = f" (got {got!r})" if err["type"] != "extra_forbidden" and got is not None else ""
+        raise ConfigError(f"{where}: {msg}{shown}") from None

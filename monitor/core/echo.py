@@ -1,0 +1,193 @@
+"""The echo record, schema v1: one JSON object per Kafka message, a public contract.
+
+See docs/echo-format.md. Probes write it; the streaming job parses it (vectorised, in
+``streaming.parse``) and this module is the reference implementation both are tested against.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Final, Literal
+
+SCHEMA_VERSION: Final = 1
+#: Timestamps outside [2001-09-09, 2286-11-20] in microseconds are absurd, not data.
+MIN_EPOCH_US: Final = 1_000_000_000_000_000
+MAX_EPOCH_US: Final = 9_999_999_999_000_000
+
+BadReason = Literal[
+    "not_json", "version", "type", "missing_field", "bad_type", "negative", "absurd_time", "order"
+]
+BAD_REASONS: Final[tuple[str, ...]] = (
+    "not_json",
+    "version",
+    "type",
+    "missing_field",
+    "bad_type",
+    "negative",
+    "absurd_time",
+    "order",
+)
+
+
+class BadEcho(ValueError):
+    """A record that is not a valid schema-v1 echo; ``reason`` is one of BAD_REASONS."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Echo:
+    """The fate of one probe message. Latencies are measured from ``intended_us``."""
+
+    probe: str
+    cluster: str
+    topic: str
+    partition: int
+    leader: int
+    seq: int
+    size: int
+    intended_us: int
+    sent_us: int
+    acked_us: int | None
+    received_us: int | None
+    lost: bool = False
+    timeout_us: int | None = None
+    v: int = SCHEMA_VERSION
+    type: str = "echo"
+
+    @property
+    def end_to_end_us(self) -> int | None:
+        """Latency from intended send to receipt; for a lost message, at least its timeout."""
+        if self.lost:
+            return self.timeout_us
+        return None if self.received_us is None else self.received_us - self.intended_us
+
+    @property
+    def publish_us(self) -> int | None:
+        """Latency from intended send to the broker's ack."""
+        return None if self.acked_us is None else self.acked_us - self.intended_us
+
+    @property
+    def send_lag_us(self) -> int:
+        """How late the probe itself sent the message."""
+        return self.sent_us - self.intended_us
+
+
+@dataclass(frozen=True, slots=True)
+class Hiccup:
+    """The probe's own pauses over one interval (jHiccup-style), so probe stalls are visible."""
+
+    probe: str
+    cluster: str
+    start_us: int
+    end_us: int
+    max_us: int
+    total_us: int
+    count: int
+    v: int = SCHEMA_VERSION
+    type: str = "hiccup"
+
+
+_ECHO_INT_FIELDS: Final = ("partition", "leader", "seq", "size", "intended_us", "sent_us")
+_ECHO_STR_FIELDS: Final = ("probe", "cluster", "topic")
+_HICCUP_INT_FIELDS: Final = ("start_us", "end_us", "max_us", "total_us", "count")
+
+
+def encode_record(record: Echo | Hiccup) -> bytes:
+    """Compact JSON bytes of one record."""
+    return json.dumps(asdict(record), separators=(",", ":")).encode()
+
+
+def _int(obj: dict[str, Any], name: str, *, nullable: bool = False) -> int | None:
+    if name not in obj:
+        if nullable:
+            return None
+        raise BadEcho("missing_field", name)
+    value = obj[name]
+    if value is None and nullable:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise BadEcho("bad_type", f"{name} must be an integer")
+    if value < 0:
+        raise BadEcho("negative", name)
+    return value
+
+
+def _time(obj: dict[str, Any], name: str, *, nullable: bool = False) -> int | None:
+    value = _int(obj, name, nullable=nullable)
+    if value is not None and not MIN_EPOCH_US <= value <= MAX_EPOCH_US:
+        raise BadEcho("absurd_time", name)
+    return value
+
+
+def _str(obj: dict[str, Any], name: str) -> str:
+    if name not in obj:
+        raise BadEcho("missing_field", name)
+    if not isinstance(obj[name], str):
+        raise BadEcho("bad_type", f"{name} must be a string")
+    return str(obj[name])
+
+
+def decode_record(data: bytes | str) -> Echo | Hiccup:
+    """Parse and validate one record; raises ``BadEcho`` with a reason, never anything else."""
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        raise BadEcho("not_json") from None
+    if not isinstance(obj, dict):
+        raise BadEcho("not_json", "not an object")
+    if obj.get("v") != SCHEMA_VERSION:
+        raise BadEcho("version", repr(obj.get("v")))
+    kind = obj.get("type", "echo")
+    if kind == "hiccup":
+        ints = {name: _int(obj, name) for name in _HICCUP_INT_FIELDS}
+        start, end = _time(obj, "start_us"), _time(obj, "end_us")
+        assert start is not None and end is not None
+        if end < start:
+            raise BadEcho("order", "end_us < start_us")
+        return Hiccup(
+            probe=_str(obj, "probe"),
+            cluster=_str(obj, "cluster"),
+            start_us=start,
+            end_us=end,
+            max_us=ints["max_us"] or 0,
+            total_us=ints["total_us"] or 0,
+            count=ints["count"] or 0,
+        )
+    if kind != "echo":
+        raise BadEcho("type", repr(kind))
+    strs = {name: _str(obj, name) for name in _ECHO_STR_FIELDS}
+    ints = {name: _int(obj, name) for name in _ECHO_INT_FIELDS}
+    intended, sent = _time(obj, "intended_us"), _time(obj, "sent_us")
+    acked = _time(obj, "acked_us", nullable=True)
+    received = _time(obj, "received_us", nullable=True)
+    lost = obj.get("lost", False)
+    if not isinstance(lost, bool):
+        raise BadEcho("bad_type", "lost must be a boolean")
+    timeout = _int(obj, "timeout_us", nullable=True)
+    assert intended is not None and sent is not None
+    if lost and timeout is None:
+        raise BadEcho("missing_field", "timeout_us (required when lost)")
+    if not lost and received is None:
+        raise BadEcho("missing_field", "received_us (required unless lost)")
+    for name, value in (("sent_us", sent), ("acked_us", acked), ("received_us", received)):
+        if value is not None and value < intended:
+            raise BadEcho("order", f"{name} < intended_us")
+    return Echo(
+        probe=strs["probe"],
+        cluster=strs["cluster"],
+        topic=strs["topic"],
+        partition=ints["partition"] or 0,
+        leader=ints["leader"] or 0,
+        seq=ints["seq"] or 0,
+        size=ints["size"] or 0,
+        intended_us=intended,
+        sent_us=sent,
+        acked_us=acked,
+        received_us=received,
+        lost=lost,
+        timeout_us=timeout,
+    )

@@ -1,0 +1,222 @@
+"""HDR histogram bucket math in numpy, bit-compatible with ``hdrh.HdrHistogram``.
+
+Histograms here are *sparse*: sorted bucket indices with counts. Merging two histograms is adding
+counts at equal indices; a quantile is read only from a (merged) histogram, never averaged.
+The Spark column expression in ``streaming.histograms`` computes the same indices natively.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+I64 = npt.NDArray[np.int64]
+
+#: Quantiles nines reports, up to six nines; the max is reported beside them, exactly.
+REPORTED_QUANTILES: Final = (0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999, 0.999999)
+
+
+@dataclass(frozen=True)
+class HdrLayout:
+    """Bucket layout of an HDR histogram over integer microseconds."""
+
+    lowest_us: int = 1
+    highest_us: int = 3_600_000_000
+    digits: int = 3
+    unit_magnitude: int = field(init=False)
+    sub_bucket_half_count_magnitude: int = field(init=False)
+    sub_bucket_count: int = field(init=False)
+    sub_bucket_half_count: int = field(init=False)
+    sub_bucket_mask: int = field(init=False)
+    bucket_count: int = field(init=False)
+    counts_len: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.digits <= 4:
+            raise ValueError(f"digits must be 1..4, got {self.digits}")
+        if self.lowest_us < 1 or self.highest_us < 2 * self.lowest_us:
+            raise ValueError("need 1 <= lowest_us and highest_us >= 2 * lowest_us")
+        unit_magnitude = int(math.floor(math.log2(self.lowest_us)))
+        single_unit = 2 * 10**self.digits
+        count_magnitude = int(math.ceil(math.log2(single_unit)))
+        half_magnitude = max(count_magnitude - 1, 0)
+        sub_bucket_count = 1 << (half_magnitude + 1)
+        smallest_untrackable = sub_bucket_count << unit_magnitude
+        buckets = 1
+        while smallest_untrackable <= self.highest_us:
+            smallest_untrackable <<= 1
+            buckets += 1
+        values = {
+            "unit_magnitude": unit_magnitude,
+            "sub_bucket_half_count_magnitude": half_magnitude,
+            "sub_bucket_count": sub_bucket_count,
+            "sub_bucket_half_count": sub_bucket_count // 2,
+            "sub_bucket_mask": (sub_bucket_count - 1) << unit_magnitude,
+            "bucket_count": buckets,
+            "counts_len": (buckets + 1) * (sub_bucket_count // 2),
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def overflow_index(self) -> int:
+        """Index that holds values above ``highest_us``: counted, never clamped silently."""
+        return self.counts_len
+
+    def index_of(self, values_us: npt.ArrayLike) -> I64:
+        """Counts index of each value (``overflow_index`` above the range, 0 for values < 1)."""
+        v = np.maximum(np.asarray(values_us, dtype=np.int64), 0)
+        masked = v | np.int64(self.sub_bucket_mask)
+        pow2ceiling = _bit_length(masked)
+        bucket = pow2ceiling - self.unit_magnitude - (self.sub_bucket_half_count_magnitude + 1)
+        sub_bucket = v >> (bucket + self.unit_magnitude)
+        index = ((bucket + 1) << self.sub_bucket_half_count_magnitude) + (
+            sub_bucket - self.sub_bucket_half_count
+        )
+        return np.where(v > self.highest_us, self.overflow_index, index).astype(np.int64)
+
+    def lowest_value_at(self, index: npt.ArrayLike) -> I64:
+        """Lowest value that maps to each counts index."""
+        i = np.asarray(index, dtype=np.int64)
+        bucket = (i >> self.sub_bucket_half_count_magnitude) - 1
+        sub_bucket = (i & (self.sub_bucket_half_count - 1)) + self.sub_bucket_half_count
+        under = bucket < 0
+        sub_bucket = np.where(under, sub_bucket - self.sub_bucket_half_count, sub_bucket)
+        bucket = np.where(under, 0, bucket)
+        return (sub_bucket << (bucket + self.unit_magnitude)).astype(np.int64)
+
+    def highest_value_at(self, index: npt.ArrayLike) -> I64:
+        """Highest value that maps to each counts index (HdrHistogram's highest equivalent)."""
+        i = np.asarray(index, dtype=np.int64)
+        bucket = np.maximum((i >> self.sub_bucket_half_count_magnitude) - 1, 0)
+        return self.lowest_value_at(i) + (np.int64(1) << (bucket + self.unit_magnitude)) - 1
+
+
+def _bit_length(v: I64) -> I64:
+    """Exact bit length of positive int64 values (64 - count of leading zeros)."""
+    out = np.zeros(v.shape, dtype=np.int64)
+    x = v.copy()
+    for shift in (32, 16, 8, 4, 2, 1):
+        big = x >= (np.int64(1) << shift)
+        out = np.where(big, out + shift, out)
+        x = np.where(big, x >> shift, x)
+    return out + (x > 0)
+
+
+def rank_for_quantile(q: float, total: int) -> int:
+    """Nearest-rank: the 1-based rank of the q-quantile among ``total`` samples."""
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile must be in [0, 1], got {q}")
+    return max(1, min(total, math.ceil(round(q * total, 6))))
+
+
+def min_samples_for(q: float) -> int:
+    """Samples a window needs before quantile q means anything: 1/(1-q)."""
+    return math.ceil(round(1.0 / (1.0 - q), 6)) if q < 1.0 else 1
+
+
+@dataclass(frozen=True)
+class SparseHistogram:
+    """A mergeable HDR histogram: sorted indices, counts, and the exact max and sum."""
+
+    layout: HdrLayout
+    index: I64
+    count: I64
+    max_us: int = 0
+    sum_us: int = 0
+
+    @classmethod
+    def empty(cls, layout: HdrLayout) -> SparseHistogram:
+        """A histogram with no samples."""
+        return cls(layout, np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+    @classmethod
+    def from_values(cls, layout: HdrLayout, values_us: npt.ArrayLike) -> SparseHistogram:
+        """Record raw values (microseconds)."""
+        v = np.asarray(values_us, dtype=np.int64)
+        if v.size == 0:
+            return cls.empty(layout)
+        idx, cnt = np.unique(layout.index_of(v), return_counts=True)
+        return cls(layout, idx.astype(np.int64), cnt.astype(np.int64), int(v.max()), int(v.sum()))
+
+    @classmethod
+    def from_counts(
+        cls,
+        layout: HdrLayout,
+        index: npt.ArrayLike,
+        count: npt.ArrayLike,
+        max_us: int,
+        sum_us: int = 0,
+    ) -> SparseHistogram:
+        """Build from (possibly unsorted, repeated) index/count pairs, e.g. Spark output rows."""
+        idx = np.asarray(index, dtype=np.int64)
+        cnt = np.asarray(count, dtype=np.int64)
+        uniq, inverse = np.unique(idx, return_inverse=True)
+        summed = np.zeros(uniq.shape, np.int64)
+        np.add.at(summed, inverse, cnt)
+        keep = summed > 0
+        return cls(layout, uniq[keep], summed[keep], int(max_us), int(sum_us))
+
+    @property
+    def total(self) -> int:
+        """Number of samples."""
+        return int(self.count.sum())
+
+    @property
+    def overflow(self) -> int:
+        """Samples above the layout's highest trackable value."""
+        hit = self.index == self.layout.overflow_index
+        return int(self.count[hit].sum())
+
+    def merge(self, other: SparseHistogram) -> SparseHistogram:
+        """The histogram of both sample sets: counts added bucket by bucket."""
+        if other.layout != self.layout:
+            raise ValueError("cannot merge histograms with different layouts")
+        return SparseHistogram.from_counts(
+            self.layout,
+            np.concatenate([self.index, other.index]),
+            np.concatenate([self.count, other.count]),
+            max(self.max_us, other.max_us),
+            self.sum_us + other.sum_us,
+        )
+
+    def value_at_quantile(self, q: float) -> int:
+        """Nearest-rank quantile: the bucket's highest equivalent value, capped at the exact max."""
+        total = self.total
+        if total == 0:
+            return 0
+        if q >= 1.0:
+            return self.max_us
+        rank = rank_for_quantile(q, total)
+        pos = int(np.searchsorted(np.cumsum(self.count), rank, side="left"))
+        idx = int(self.index[pos])
+        if idx >= self.layout.overflow_index:
+            return self.max_us
+        return min(int(self.layout.highest_value_at(idx)), self.max_us)
+
+    def count_at_or_below(self, value_us: int) -> int:
+        """Samples whose bucket lies entirely at or below ``value_us`` (for cumulative buckets)."""
+        if self.index.size == 0:
+            return 0
+        highs = self.layout.highest_value_at(np.minimum(self.index, self.layout.counts_len - 1))
+        ok = (highs <= value_us) & (self.index < self.layout.overflow_index)
+        return int(self.count[ok].sum())
+
+    def to_hdrh(self) -> object:
+        """The same histogram as an ``hdrh.HdrHistogram`` (overflow samples are left out)."""
+        from hdrh.histogram import HdrHistogram
+
+        h = HdrHistogram(self.layout.lowest_us, self.layout.highest_us, self.layout.digits)
+        in_range = self.index < self.layout.overflow_index
+        for i, c in zip(self.index[in_range], self.count[in_range], strict=True):
+            h.record_value(int(self.layout.lowest_value_at(int(i))), int(c))
+        return h
+
+    def encode(self) -> bytes:
+        """HdrHistogram's standard compressed encoding (base64), as .hlog lines carry it."""
+        encoded: bytes = self.to_hdrh().encode()  # type: ignore[attr-defined]
+        return encoded

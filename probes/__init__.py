@@ -1,0 +1,1 @@
+"""Probe agents: open-loop probes that measure from the intended send time."""

@@ -1,0 +1,1 @@
+"""The Spark Structured Streaming job: echoes to windowed, mergeable HDR histograms."""
