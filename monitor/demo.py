@@ -1,18 +1,314 @@
-"""``nines demo``: run broker, probe and stream job embedded, with a live terminal view."""
+"""``nines demo``: broker, probe and stream job embedded, with a live view of the high nines.
+
+The probe runs as its own process (as in production) so the Spark driver cannot disturb its
+schedule; the embedded broker is a test cluster we can stall on purpose (``--hiccup``).
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import re
+import signal
+import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC
+from pathlib import Path
+
+from monitor.config import ConfigError
+from monitor.core.units import format_duration, parse_duration_s
+
+EXAMPLES = """examples:
+  nines demo                          # run until Ctrl+C
+  nines demo --duration 60            # one minute, then exit 0
+  nines demo --hiccup 5s@30s          # stall the embedded broker for 5 s after 30 s (CTRL+Z test)
+"""
+
+#: Columns of the live table: quantile label and the quantile it shows.
+TABLE_QUANTILES = (
+    ("p50", 0.5),
+    ("p99", 0.99),
+    ("p99.9", 0.999),
+    ("p99.99", 0.9999),
+    ("p99.999", 0.99999),
+)
+
+
+@dataclass(frozen=True)
+class Hiccup:
+    """Stall the embedded broker for ``duration_s`` once, ``at_s`` seconds into the demo."""
+
+    duration_s: float
+    at_s: float
+
+
+def parse_hiccup(text: str) -> Hiccup:
+    """'5s@30s' -> Hiccup(5, 30)."""
+    m = re.fullmatch(r"\s*([^@]+)@([^@]+)\s*", text)
+    if not m:
+        raise ConfigError(f"hiccup: expected DURATION@OFFSET like 5s@30s (got {text!r})")
+    try:
+        return Hiccup(parse_duration_s(m.group(1)), parse_duration_s(m.group(2)))
+    except ValueError as exc:
+        raise ConfigError(f"hiccup: {exc}") from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``demo`` subcommand."""
-    p = sub.add_parser("demo", help="Run broker, probe and stream job embedded, with a live terminal view.", description="Run broker, probe and stream job embedded, with a live terminal view.")
+    p = sub.add_parser(
+        "demo",
+        help="Run broker, probe and stream job embedded, with a live terminal view.",
+        description="Runs everything embedded: `nines broker` (a test cluster, not a production "
+        "broker), a probe at a fixed rate, and the Spark job in local mode with its Prometheus "
+        "exporter. Shows per topic and partition the samples, p50 … p99.999, max and lost of the "
+        "latest closed window, refreshed each trigger.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--duration", default=None, help="stop after this long (e.g. 60, 2m); default: until Ctrl+C"
+    )
+    p.add_argument(
+        "--rate", default="100", help="probe messages per partition per second (default 100)"
+    )
+    p.add_argument(
+        "--hiccup", default=None, help="stall the broker once: DURATION@OFFSET, e.g. 5s@30s"
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=9464,
+        help="exporter port (default 9464; 0 = any free port)",
+    )
+    p.add_argument("--window", default="10s", help="finest window (default 10s); 1m is shown too")
+    p.add_argument(
+        "--watermark", default="3s", help="watermark delay (default 3s: the demo is fresh)"
+    )
+    p.add_argument("--trigger", default="2s", help="micro-batch trigger (default 2s)")
+    p.add_argument(
+        "--workdir", default=None, help="checkpoint and archive directory (default: a temp dir)"
+    )
+    p.add_argument("--plain", action="store_true", help="print tables instead of a live view")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Not built yet."""
-    print("nines demo: not implemented yet", file=sys.stderr)
-    return 1
+    """Run the embedded pipeline until the duration ends or Ctrl+C."""
+    try:
+        duration_s = parse_duration_s(args.duration) if args.duration is not None else None
+        window_s = parse_duration_s(args.window)
+        parse_duration_s(args.watermark)
+        parse_duration_s(args.trigger)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    hiccup = parse_hiccup(args.hiccup) if args.hiccup else None
+    with contextlib.ExitStack() as stack:
+        workdir = Path(
+            args.workdir or stack.enter_context(tempfile.TemporaryDirectory(prefix="nines-demo-"))
+        )
+        return _run_pipeline(args, duration_s, window_s, hiccup, workdir)
+
+
+def _run_pipeline(
+    args: argparse.Namespace,
+    duration_s: float | None,
+    window_s: float,
+    hiccup: Hiccup | None,
+    workdir: Path,
+) -> int:
+    from streaming.config import StreamConfig
+
+    from monitor.broker import EmbeddedBroker
+    from streaming import StreamJob
+
+    stop = _StopFlag()
+    out = _Output(plain=args.plain or not sys.stdout.isatty())
+    out.line("nines demo: starting the embedded broker (a test cluster, not a production broker)")
+    with EmbeddedBroker() as broker:
+        out.line(f"  broker   {broker.bootstrap}")
+        stream_cfg = StreamConfig(
+            bootstrap=broker.bootstrap,
+            windows=[format_duration(window_s), "1m"],
+            watermark=args.watermark,
+            trigger=args.trigger,
+            metrics_port=args.metrics_port,
+            starting_offsets="earliest",
+            checkpoint=str(workdir / "checkpoint"),
+            archive=str(workdir / "archive"),
+            master="local[2]",
+        )
+        with _probe_process(broker.bootstrap, args.rate) as probe:
+            out.line(f"  probe    pid {probe.pid}, {args.rate} msgs/s per partition, open loop")
+            job = StreamJob(stream_cfg)
+            job.start()
+            try:
+                out.line(f"  metrics  http://{stream_cfg.metrics_host}:{job.metrics_port}/metrics")
+                out.line(
+                    f"  archive  {workdir / 'archive'}  (nines report --archive ... --out plot.png)"
+                )
+                if hiccup:
+                    out.line(
+                        f"  hiccup   broker stalls for {hiccup.duration_s:g}s at +{hiccup.at_s:g}s"
+                    )
+                out.line("Ctrl+C to stop.")
+                _loop(job, broker, probe, duration_s, hiccup, stop, out)
+            finally:
+                job.stop()
+                _terminate(probe)
+    out.line("nines demo: stopped cleanly.")
+    return 0
+
+
+def _loop(job, broker, probe, duration_s, hiccup, stop, out) -> None:  # type: ignore[no-untyped-def]
+    from monitor.exporter import quantile_table
+
+    started = time.monotonic()
+    stalled_until: float | None = None
+    shown_end: dict[str, int] = {}
+    with out.live() as live:
+        while not stop.set:
+            now = time.monotonic() - started
+            if duration_s is not None and now >= duration_s:
+                break
+            if probe.poll() is not None:
+                raise RuntimeError(f"the probe exited with status {probe.returncode}")
+            if hiccup and stalled_until is None and now >= hiccup.at_s:
+                broker.pause()
+                stalled_until = now + hiccup.duration_s
+                out.line(f"[+{now:5.1f}s] broker SIGSTOPped for {hiccup.duration_s:g}s")
+            if stalled_until is not None and stalled_until > 0 and now >= stalled_until:
+                broker.resume()
+                stalled_until = -1.0
+                out.line(f"[+{now:5.1f}s] broker SIGCONTinued")
+            latest = job.latest_windows()
+            ends = {
+                res: max((w.window_end_us for w in ws), default=0) for res, ws in latest.items()
+            }
+            if ends and ends != shown_end:
+                shown_end = ends
+                live.update(render_tables(latest, quantile_table))
+            time.sleep(0.25)
+        if stalled_until is not None and stalled_until > 0:
+            broker.resume()
+
+
+def render_tables(latest: dict, quantile_table) -> object:  # type: ignore[type-arg,no-untyped-def]
+    """A rich renderable: one table per resolution for its latest closed window."""
+    from datetime import datetime
+
+    from rich.console import Group
+    from rich.table import Table
+
+    tables = []
+    for res, windows in sorted(latest.items(), key=lambda kv: parse_duration_s(kv[0])):
+        if not windows:
+            continue
+        end = max(w.window_end_us for w in windows)
+        when = datetime.fromtimestamp(end / 1e6, tz=UTC).strftime("%H:%M:%S")
+        t = Table(title=f"latest closed {res} window (ended {when} UTC) — end-to-end latency, ms")
+        for col in (
+            "topic",
+            "partition",
+            "samples",
+            *[q for q, _ in TABLE_QUANTILES],
+            "max",
+            "lost",
+        ):
+            t.add_column(col, justify="left" if col == "topic" else "right")
+        for row in quantile_table([w for w in windows if w.series.kind == "e2e"]):
+            cells = [row["topic"], row["partition"], str(row["samples"])]
+            for label, _ in TABLE_QUANTILES:
+                v = row.get(label)
+                cells.append("—" if v is None else f"{v * 1e3:.3f}")
+            cells += [f"{row['max'] * 1e3:.3f}", str(row["lost"])]
+            t.add_row(*cells)
+        tables.append(t)
+    return Group(*tables)
+
+
+@contextlib.contextmanager
+def _probe_process(bootstrap: str, rate: str) -> Iterator[subprocess.Popen[bytes]]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "monitor",
+        "probe",
+        "--bootstrap",
+        bootstrap,
+        "--rate",
+        str(rate),
+        "--loss-timeout",
+        "10s",
+        "--metrics-port",
+        "0",
+        "--cluster",
+        "demo",
+        "--probe-id",
+        "demo",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        time.sleep(0.5)
+        if proc.poll() is not None:
+            err = (proc.stderr.read() if proc.stderr else b"").decode().strip()
+            raise RuntimeError(f"the probe failed to start: {err}")
+        yield proc
+    finally:
+        _terminate(proc)
+
+
+def _terminate(proc: subprocess.Popen[bytes], timeout_s: float = 15) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class _StopFlag:
+    """Set by SIGINT/SIGTERM so the demo stops at a clean point."""
+
+    def __init__(self) -> None:
+        self.set = False
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, *_: object) -> None:
+        self.set = True
+
+
+class _Output:
+    """Live view on a terminal; plain tables otherwise (CI logs, pipes)."""
+
+    def __init__(self, plain: bool) -> None:
+        from rich.console import Console
+
+        self.plain = plain
+        self.console = Console(width=140) if plain else Console()
+
+    def line(self, text: str) -> None:
+        self.console.print(text, highlight=False)
+
+    @contextlib.contextmanager
+    def live(self) -> Iterator[object]:
+        if self.plain:
+            yield _PlainLive(self.console)
+            return
+        from rich.live import Live
+
+        with Live(console=self.console, refresh_per_second=4, transient=False) as live:
+            yield live
+
+
+class _PlainLive:
+    def __init__(self, console: object) -> None:
+        self.console = console
+
+    def update(self, renderable: object) -> None:
+        self.console.print(renderable)  # type: ignore[attr-defined]
