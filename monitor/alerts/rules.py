@@ -1,0 +1,432 @@
+"""Prometheus alerting and recording rules from an SLA, reading only the exported metrics.
+
+Quantiles are never averaged: a quantile gauge is only compared (``max by``), and the burn-rate
+alerts count slow messages from the cumulative histogram buckets, merged by adding counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from prometheus_client.utils import floatToGoString
+
+from monitor.alerts.sla import Objective, SlaConfig
+from monitor.core.units import format_duration
+
+#: Error-budget share consumed within the long window, (long, short) window, severity: the SRE
+#: workbook's multi-window, multi-burn-rate table (2 % in 1h, 5 % in 6h pages; 10 % in 3d tickets).
+BURN_RATE_WINDOWS: tuple[tuple[float, str, str, str], ...] = (
+    (0.02, "1h", "5m", "page"),
+    (0.05, "6h", "30m", "page"),
+    (0.10, "3d", "6h", "ticket"),
+)
+
+#: Window over which the pipeline counters (late, bad, vanished echoes) must not grow.
+PIPELINE_RANGE = "10m"
+
+RECORDING_GROUP = "nines-slo-recording"
+SLA_GROUP = "nines-sla"
+PIPELINE_GROUP = "nines-pipeline"
+
+_RANGE_S = {"5m": 300, "30m": 1800, "1h": 3600, "6h": 21600, "3d": 259200}
+
+
+def slow_ratio_record(window: str) -> str:
+    """Name of the recorded fraction of probe messages slower than an objective's threshold."""
+    return f"cluster_topic:nines_latency_slow_ratio:rate{window}"
+
+
+def _num(value: float) -> str:
+    """A PromQL number literal without float noise (0.001, not 0.0010000000000000009)."""
+    return f"{round(value, 12):.12g}"
+
+
+def _quote(value: str) -> str:
+    """A PromQL string literal."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _selector(metric: str, matchers: Mapping[str, str]) -> str:
+    """``metric{a="x", b="y"}`` with matchers in a stable order."""
+    inner = ", ".join(f"{key}={_quote(value)}" for key, value in matchers.items())
+    return f"{metric}{{{inner}}}"
+
+
+def _series(o: Objective, *, merged_partition: bool) -> dict[str, str]:
+    """The cluster/topic/partition matchers of an objective.
+
+    Gauges carry a ``partition="all"`` merge; counters and histogram buckets are merged in PromQL.
+    """
+    matchers: dict[str, str] = {}
+    if o.cluster is not None:
+        matchers["cluster"] = o.cluster
+    if o.topic is not None:
+        matchers["topic"] = o.topic
+    if o.partition is not None:
+        matchers["partition"] = o.partition
+    elif merged_partition:
+        matchers["partition"] = "all"
+    return matchers
+
+
+def _by(o: Objective) -> str:
+    """The labels an objective's alerts keep: one alert per topic (and partition if chosen)."""
+    return "cluster, topic, partition" if o.partition is not None else "cluster, topic"
+
+
+def _where(o: Objective) -> str:
+    """Alert text naming the series."""
+    partition = "/{{ $labels.partition }}" if o.partition is not None else ""
+    return "{{ $labels.cluster }}/{{ $labels.topic }}" + partition
+
+
+def _quantile_name(q: float) -> str:
+    """p99.9 for 0.999."""
+    return f"p{round(q * 100, 6):g}"
+
+
+def _hiccup_guard(sla: SlaConfig, o: Objective, window: str, *, over: str | None = None) -> str:
+    """Clusters whose probe paused longer than the guard: their latency windows are suspect."""
+    assert sla.probe_hiccup_max is not None
+    matchers = {"kind": "hiccup", "window": window}
+    if o.cluster is not None:
+        matchers["cluster"] = o.cluster
+    series = _selector("nines_latency_max_seconds", matchers)
+    if over is not None:
+        series = f"max_over_time({series}[{over}])"
+    return f"max by (cluster) ({series}) > {_num(sla.probe_hiccup_max)}"
+
+
+def _guarded(sla: SlaConfig, o: Objective, expr: str, window: str, over: str | None = None) -> str:
+    """``expr`` unless the probe itself hiccuped on that cluster (not a broker incident)."""
+    if sla.probe_hiccup_max is None:
+        return expr
+    guard = _hiccup_guard(sla, o, window, over=over)
+    return f"(\n{_indent(expr)}\n)\nunless on (cluster)\n(\n{_indent(guard)}\n)"
+
+
+def _indent(expr: str) -> str:
+    """Nest a multi-line expression two spaces deeper."""
+    return "\n".join("  " + line for line in expr.splitlines())
+
+
+def _alert(
+    sla: SlaConfig,
+    o: Objective,
+    name: str,
+    expr: str,
+    summary: str,
+    description: str,
+    *,
+    severity: str | None = None,
+    for_s: float | None = None,
+) -> dict[str, Any]:
+    """One alerting rule with the house labels and annotations."""
+    rule: dict[str, Any] = {"alert": name, "expr": expr}
+    wait = o.for_ if for_s is None else for_s
+    if wait > 0:
+        rule["for"] = format_duration(wait)
+    rule["labels"] = {"severity": severity or o.severity, "slo": o.name}
+    annotations = {"summary": o.summary or summary, "description": description}
+    runbook = o.runbook_url or sla.runbook_url
+    if runbook:
+        annotations["runbook_url"] = runbook
+    rule["annotations"] = annotations
+    return rule
+
+
+def _latency_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
+    """The quantile of the latest closed window above the threshold."""
+    assert o.quantile is not None and o.threshold is not None
+    window = format_duration(o.window)
+    qname = _quantile_name(o.quantile)
+    matchers = {
+        "kind": o.kind,
+        "window": window,
+        "quantile": floatToGoString(o.quantile),
+        **_series(o, merged_partition=True),
+    }
+    expr = (
+        f"max by ({_by(o)}) ({_selector('nines_latency_seconds', matchers)}) > {_num(o.threshold)}"
+    )
+    limit = format_duration(o.threshold)
+    return _alert(
+        sla,
+        o,
+        "NinesLatencyQuantileHigh",
+        _guarded(sla, o, expr, window),
+        f"{o.kind} {qname} above {limit} ({window} windows)",
+        f"{o.kind} {qname} latency on {_where(o)} is {{{{ $value | humanizeDuration }}}} in the "
+        f"latest closed {window} window; objective: below {limit}.",
+    )
+
+
+def _max_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
+    """The exact max of the latest closed window above the limit."""
+    assert o.max is not None
+    window = format_duration(o.window)
+    matchers = {"kind": o.kind, "window": window, **_series(o, merged_partition=True)}
+    series = _selector("nines_latency_max_seconds", matchers)
+    expr = f"max by ({_by(o)}) ({series}) > {_num(o.max)}"
+    limit = format_duration(o.max)
+    return _alert(
+        sla,
+        o,
+        "NinesLatencyMaxHigh",
+        _guarded(sla, o, expr, window),
+        f"{o.kind} max latency above {limit} ({window} windows)",
+        f"{o.kind} max latency on {_where(o)} is {{{{ $value | humanizeDuration }}}} in the "
+        f"latest closed {window} window; objective: below {limit}.",
+    )
+
+
+def _loss_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
+    """Lost probe messages as a fraction of all probe messages over the window."""
+    assert o.loss_ratio is not None
+    window = format_duration(o.window)
+    series = _series(o, merged_partition=False)
+    lost = _selector("nines_lost_total", series)
+    echoes = _selector("nines_echoes_total", series)
+    by = _by(o)
+    expr = (
+        f"sum by ({by}) (rate({lost}[{window}]))\n"
+        f"/\nsum by ({by}) (rate({echoes}[{window}]))\n"
+        f"> {_num(o.loss_ratio)}"
+    )
+    limit = f"{round(o.loss_ratio * 100, 6):g} %"
+    return _alert(
+        sla,
+        o,
+        "NinesLossRatioHigh",
+        expr,
+        f"probe message loss above {limit} over {window}",
+        f"{{{{ $value | humanizePercentage }}}} of probe messages on {_where(o)} were lost over "
+        f"the last {window}; objective: below {limit}.",
+    )
+
+
+def _no_echoes_alerts(sla: SlaConfig, o: Objective) -> list[dict[str, Any]]:
+    """Echoes stopped growing, or never appeared while the stream job runs."""
+    assert o.no_echoes_for is not None
+    span = format_duration(o.no_echoes_for)
+    echoes = _selector("nines_echoes_total", _series(o, merged_partition=False))
+    stopped = _alert(
+        sla,
+        o,
+        "NinesEchoesStopped",
+        f"sum by ({_by(o)}) (increase({echoes}[{span}])) == 0",
+        f"no probe echoes for {span}",
+        f"No probe echoes were counted for {_where(o)} in the last {span}: the probe, the "
+        "broker or the echo path is down, and no latency is being measured.",
+    )
+    absent = _alert(
+        sla,
+        o,
+        "NinesEchoesAbsent",
+        f"absent({echoes})\nand on ()\ncount(nines_stream_last_batch_timestamp_seconds)",
+        f"no probe echoes at all for {span}",
+        f"The stream job runs but has never counted an echo matching {echoes}: "
+        "no probe is measuring this target.",
+        for_s=o.no_echoes_for,
+    )
+    return [stopped, absent]
+
+
+def _burn_rate_alerts(sla: SlaConfig, o: Objective) -> list[dict[str, Any]]:
+    """Multi-window, multi-burn-rate alerts on the fraction of messages slower than threshold."""
+    assert o.objective is not None and o.threshold is not None
+    budget = 1 - o.objective
+    period = format_duration(o.slo_period)
+    limit = format_duration(o.threshold)
+    target = f"{round(o.objective * 100, 6):g} %"
+    alerts = []
+    for severity in ("page", "ticket"):
+        clauses = []
+        for share, long, short, sev in BURN_RATE_WINDOWS:
+            if sev != severity:
+                continue
+            factor = _num(share * o.slo_period / _RANGE_S[long])
+            parts = [
+                f"{slow_ratio_record(w)}{{slo={_quote(o.name)}}} > ({factor} * {_num(budget)})"
+                for w in (long, short)
+            ]
+            clauses.append(f"(\n  {parts[0]}\n  and\n  {parts[1]}\n)")
+        expr = "\nor\n".join(clauses)
+        if severity == "page":
+            expr = _guarded(sla, o, expr, sla.finest_window, over="5m")
+        fast = severity == "page"
+        alerts.append(
+            _alert(
+                sla,
+                o,
+                "NinesLatencyBudgetBurn" if fast else "NinesLatencyBudgetBurnSlow",
+                expr,
+                f"{o.kind} latency error budget burning {'fast' if fast else 'steadily'} "
+                f"(SLO {target} under {limit} over {period})",
+                f"{{{{ $value | humanizePercentage }}}} of {o.kind} probe messages on {_where(o)} "
+                f"were slower than {limit} over the long window; the SLO allows "
+                f"{round(budget * 100, 6):g} % over {period}.",
+                severity=severity,
+                for_s=0.0,
+            )
+        )
+    return alerts
+
+
+def _recording_rules(o: Objective) -> list[dict[str, Any]]:
+    """Fraction of probe messages slower than the threshold, per burn-rate window."""
+    assert o.threshold is not None
+    base = {"kind": o.kind, **_series(o, merged_partition=False)}
+    count = _selector("nines_latency_histogram_seconds_count", base)
+    bucket = _selector(
+        "nines_latency_histogram_seconds_bucket", {**base, "le": floatToGoString(o.threshold)}
+    )
+    by = _by(o)
+    rules = []
+    for window in sorted({w for _, long, short, _ in BURN_RATE_WINDOWS for w in (long, short)},
+                         key=_RANGE_S.__getitem__):  # fmt: skip
+        total = f"sum by ({by}) (rate({count}[{window}]))"
+        fast = f"sum by ({by}) (rate({bucket}[{window}]))"
+        rules.append(
+            {
+                "record": slow_ratio_record(window),
+                "expr": f"(\n  {total}\n  -\n  {fast}\n)\n/\n{total}",
+                "labels": {"slo": o.name},
+            }
+        )
+    return rules
+
+
+def _pipeline_alerts(sla: SlaConfig) -> list[dict[str, Any]]:
+    """The stream job is alive, and nothing is lost silently on the way to the histograms."""
+    runbook = {"runbook_url": sla.runbook_url} if sla.runbook_url else {}
+    stale = format_duration(sla.stream_stale_after)
+
+    def rule(
+        name: str, expr: str, severity: str, summary: str, description: str, wait: str = ""
+    ) -> dict[str, Any]:
+        return {
+            "alert": name,
+            "expr": expr,
+            **({"for": wait} if wait else {}),
+            "labels": {"severity": severity},
+            "annotations": {"summary": summary, "description": description, **runbook},
+        }
+
+    rules = [
+        rule(
+            "NinesStreamStale",
+            "time() - max(nines_stream_last_batch_timestamp_seconds)"
+            f" > {_num(sla.stream_stale_after)}",
+            "page",
+            f"nines stream job finished no micro-batch for {stale}",
+            "The last micro-batch finished {{ $value | humanizeDuration }} ago: the latency "
+            "gauges are frozen and no alert on them can fire.",
+        ),
+        rule(
+            "NinesStreamDown",
+            "absent(nines_stream_last_batch_timestamp_seconds)",
+            "page",
+            "nines stream job is not exporting metrics",
+            "Prometheus has no nines_stream_last_batch_timestamp_seconds: the stream job is down "
+            "or not scraped, so no latency is measured.",
+            stale,
+        ),
+        rule(
+            "NinesEchoOffsetsLost",
+            "sum by (topic, partition) "
+            f"(increase(nines_data_loss_offsets_total[{PIPELINE_RANGE}])) > 0",
+            "ticket",
+            "echo records vanished before the stream job read them",
+            "{{ $value | humanize }} offsets of echo topic {{ $labels.topic }}/"
+            "{{ $labels.partition }} expired (retention) before the stream job read them.",
+        ),
+        rule(
+            "NinesLateEchoes",
+            f"sum by (cluster, topic) (increase(nines_late_echoes_total[{PIPELINE_RANGE}])) > 0",
+            "ticket",
+            "echoes arrived behind the watermark and are in no window",
+            "{{ $value | humanize }} echoes for {{ $labels.cluster }}/{{ $labels.topic }} arrived "
+            "behind the watermark: counted, but in no latency window (raise --watermark?).",
+        ),
+        rule(
+            "NinesBadEchoes",
+            f"sum by (reason) (increase(nines_bad_echoes_total[{PIPELINE_RANGE}])) > 0",
+            "ticket",
+            "malformed echo records skipped",
+            "{{ $value | humanize }} malformed echo records skipped ({{ $labels.reason }}).",
+        ),
+    ]
+    if sla.probe_hiccup_max is not None:
+        hiccups = _selector(
+            "nines_latency_max_seconds", {"kind": "hiccup", "window": sla.finest_window}
+        )
+        rules.append(
+            rule(
+                "NinesProbeHiccup",
+                f"max by (cluster) ({hiccups}) > {_num(sla.probe_hiccup_max)}",
+                "ticket",
+                f"probe paused longer than {format_duration(sla.probe_hiccup_max)}",
+                "The probe on {{ $labels.cluster }} paused for {{ $value | humanizeDuration }} "
+                "(GC, CPU starvation, SIGSTOP): latency windows there are untrustworthy and "
+                "latency pages for that cluster are suppressed.",
+            )
+        )
+    return rules
+
+
+def render_rules(sla: SlaConfig) -> dict[str, Any]:
+    """A Prometheus rules file (``{"groups": [...]}``) for the SLA."""
+    recording: list[dict[str, Any]] = []
+    alerts: list[dict[str, Any]] = []
+    for o in sla.objectives:
+        kind = o.kind_of_objective
+        if kind == "latency":
+            alerts.append(_latency_alert(sla, o))
+            if o.objective is not None:
+                recording.extend(_recording_rules(o))
+                alerts.extend(_burn_rate_alerts(sla, o))
+        elif kind == "max":
+            alerts.append(_max_alert(sla, o))
+        elif kind == "loss_ratio":
+            alerts.append(_loss_alert(sla, o))
+        else:
+            alerts.extend(_no_echoes_alerts(sla, o))
+    groups = []
+    if recording:
+        groups.append({"name": RECORDING_GROUP, "rules": recording})
+    groups.append({"name": SLA_GROUP, "rules": alerts})
+    groups.append({"name": PIPELINE_GROUP, "rules": _pipeline_alerts(sla)})
+    return {"groups": groups}
+
+
+def render_prometheus_rule(
+    sla: SlaConfig,
+    name: str = "nines",
+    namespace: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The same groups as a prometheus-operator ``PrometheusRule`` resource."""
+    metadata: dict[str, Any] = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    metadata["labels"] = {
+        "app.kubernetes.io/name": "nines",
+        "app.kubernetes.io/component": "alerts",
+        **(labels or {}),
+    }
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": metadata,
+        "spec": render_rules(sla),
+    }
+
+
+__all__ = [
+    "BURN_RATE_WINDOWS",
+    "render_prometheus_rule",
+    "render_rules",
+    "slow_ratio_record",
+]
