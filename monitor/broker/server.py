@@ -1,0 +1,200 @@
+"""The ``nines broker`` process: mock cluster, optional fixed-port forwarder, control socket.
+
+The ready-file format and the control protocol are described in :mod:`monitor.broker.control`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import socketserver
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from monitor.broker.config import BrokerConfig, parse_topic
+from monitor.broker.control import ReadyInfo, write_ready
+from monitor.broker.mock import MockCluster, MockError
+
+LOOPBACK = "127.0.0.1"
+_CHUNK = 256 * 1024
+
+
+class Forwarder:
+    """Loopback TCP forwarder: a fixed port in front of a mock broker's random one."""
+
+    def __init__(self, listen_port: int, target: tuple[str, int]) -> None:
+        self.target = target
+        self._sock = socket.create_server((LOOPBACK, listen_port), reuse_port=False)
+        self.port: int = self._sock.getsockname()[1]
+        self._closed = False
+        threading.Thread(target=self._accept, name=f"fwd-{self.port}", daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+
+    def _connect(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(self.target, timeout=5)
+        except OSError:
+            client.close()  # broker down: the client sees a closed connection, as on Kafka
+            return
+        upstream.settimeout(None)
+        for s in (client, upstream):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        done = threading.Barrier(2, action=lambda: (client.close(), upstream.close()))
+        for src, dst in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pump, args=(src, dst, done), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket, done: threading.Barrier) -> None:
+        try:
+            while data := src.recv(_CHUNK):
+                dst.sendall(data)
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+        with contextlib.suppress(OSError):
+            src.shutdown(socket.SHUT_RD)
+        with contextlib.suppress(threading.BrokenBarrierError):
+            done.wait()
+
+    def close(self) -> None:
+        """Stop accepting; open connections end when the cluster closes its side."""
+        self._closed = True
+        self._sock.close()
+
+
+class Controller:
+    """Executes control-socket commands against the mock cluster; one line in, one line out."""
+
+    def __init__(self, cluster: MockCluster, bootstrap: str) -> None:
+        self.cluster = cluster
+        self.bootstrap = bootstrap
+        self._lock = threading.Lock()
+        self._commands: dict[str, tuple[int, Callable[[list[str]], str]]] = {
+            "ping": (0, lambda a: ""),
+            "bootstrap": (0, lambda a: self.bootstrap),
+            "rtt": (2, lambda a: self._do(cluster.set_rtt, int(a[0]), int(a[1]))),
+            "down": (1, lambda a: self._do(cluster.set_down, int(a[0]))),
+            "up": (1, lambda a: self._do(cluster.set_up, int(a[0]))),
+            "leader": (3, lambda a: self._do(cluster.set_leader, a[0], int(a[1]), int(a[2]))),
+            "create-topic": (2, lambda a: self._create(a[0], a[1])),
+        }
+
+    def _do(self, fn: Callable[..., None], *args: object) -> str:
+        fn(*args)
+        return ""
+
+    def _create(self, name: str, partitions: str) -> str:
+        try:
+            topic, count = parse_topic(f"{name}:{partitions}")
+        except ValueError as exc:
+            raise ValueError(f"create-topic {name} {partitions}: {exc}") from None
+        create_topic(self.cluster, topic, count)
+        return ""
+
+    def handle(self, line: str) -> str:
+        """Run one command line; never raises (errors become ``error: ...``)."""
+        words = line.split()
+        if not words:
+            return "error: empty command"
+        entry = self._commands.get(words[0])
+        if entry is None:
+            return f"error: unknown command {words[0]!r} (try: {', '.join(self._commands)})"
+        arity, fn = entry
+        if len(words) - 1 != arity:
+            return f"error: {words[0]} takes {arity} argument(s), got {len(words) - 1}"
+        try:
+            with self._lock:
+                data = fn(words[1:])
+        except (MockError, ValueError) as exc:
+            return f"error: {exc}"
+        return f"ok {data}" if data else "ok"
+
+
+class _ControlHandler(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        controller: Controller = self.server.controller  # type: ignore[attr-defined]
+        for raw in self.rfile:
+            reply = controller.handle(raw.decode("utf-8", "replace").strip())
+            self.wfile.write(reply.encode() + b"\n")
+            self.wfile.flush()
+
+
+class _ControlServer(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def create_topic(cluster: MockCluster, name: str, partitions: int) -> None:
+    """Create a topic and spread its leaders: partition p led by broker (p mod N) + 1."""
+    cluster.create_topic(name, partitions, replication_factor=min(3, cluster.brokers))
+    for p in range(partitions):
+        cluster.set_leader(name, p, p % cluster.brokers + 1)
+
+
+def serve(cfg: BrokerConfig, ready_file: Path | None, stop: threading.Event) -> int:
+    """Run the cluster until ``stop`` is set; print the bootstrap string once ready."""
+    cluster = MockCluster(cfg.brokers)
+    forwarders: list[Forwarder] = []
+    control: _ControlServer | None = None
+    try:
+        for name, partitions in cfg.topic_specs():
+            create_topic(cluster, name, partitions)
+        bootstrap = cluster.bootstraps
+        if cfg.port is not None:
+            real = bootstrap.split(",")
+            for i, addr in enumerate(real):
+                host, _, port = addr.rpartition(":")
+                fwd = Forwarder(cfg.port + i, (host, int(port)))
+                forwarders.append(fwd)
+                cluster.set_advertised(i + 1, LOOPBACK, fwd.port)
+            bootstrap = ",".join(f"{LOOPBACK}:{f.port}" for f in forwarders)
+        control = _ControlServer((LOOPBACK, 0), _ControlHandler)
+        control.controller = Controller(cluster, bootstrap)  # type: ignore[attr-defined]
+        threading.Thread(target=control.serve_forever, name="control", daemon=True).start()
+        ctl_addr = control.server_address
+        info = ReadyInfo(bootstrap, (str(ctl_addr[0]), int(ctl_addr[1])), os.getpid())
+        if ready_file is not None:
+            write_ready(ready_file, info)
+        print(bootstrap, flush=True)
+        print(
+            f"nines broker: {cfg.brokers} broker(s), control {info.control[0]}:{info.control[1]}",
+            file=sys.stderr,
+            flush=True,
+        )
+        while not stop.wait(0.5):
+            pass
+    finally:
+        if control is not None:
+            control.shutdown()
+            control.server_close()
+        for fwd in forwarders:
+            fwd.close()
+        cluster.destroy()
+        if ready_file is not None:
+            with contextlib.suppress(OSError):
+                ready_file.unlink()
+    return 0
+
+
+def run_until_signalled(cfg: BrokerConfig, ready_file: Path | None) -> int:
+    """Serve until SIGTERM or SIGINT, then shut down cleanly and return 0."""
+    stop = threading.Event()
+
+    def _stop(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    return serve(cfg, ready_file, stop)
