@@ -50,7 +50,7 @@ def _quote(value: str) -> str:
 def _selector(metric: str, matchers: Mapping[str, str]) -> str:
     """``metric{a="x", b="y"}`` with matchers in a stable order."""
     inner = ", ".join(f"{key}={_quote(value)}" for key, value in matchers.items())
-    return f"{metric}{{{inner}}}"
+    return f"{metric}{{{inner}}}" if inner else metric
 
 
 def _series(o: Objective, *, merged_partition: bool) -> dict[str, str]:
@@ -215,10 +215,12 @@ def _no_echoes_alerts(sla: SlaConfig, o: Objective) -> list[dict[str, Any]]:
         sla,
         o,
         "NinesEchoesStopped",
-        f"sum by ({_by(o)}) (increase({echoes}[{span}])) == 0",
+        # per partition even when none is chosen: one silent partition is an outage of its own
+        f"sum by (cluster, topic, partition) (increase({echoes}[{span}])) == 0",
         f"no probe echoes for {span}",
-        f"No probe echoes were counted for {_where(o)} in the last {span}: the probe, the "
-        "broker or the echo path is down, and no latency is being measured.",
+        "No probe echoes were counted for {{ $labels.cluster }}/{{ $labels.topic }}/"
+        f"{{{{ $labels.partition }}}} in the last {span}: the probe, the broker or the echo "
+        "path is down there, and no latency is being measured.",
     )
     absent = _alert(
         sla,

@@ -1,0 +1,58 @@
+"""Fixtures that run rendered rules through the real ``promtool``."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from alerts_helpers import EXAMPLE_SLA, PROMTOOL, RunTests
+
+from monitor.alerts.sla import SlaConfig, load_sla
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    """Path of promtool, or skip: these tests prove the rules with the real tool only."""
+    if PROMTOOL is None:
+        pytest.skip("promtool not installed (Debian package 'prometheus'; make system-test-deps)")
+    return PROMTOOL
+
+
+@pytest.fixture(scope="session")
+def example_sla() -> SlaConfig:
+    """The SLA shipped in examples/sla.yaml."""
+    return load_sla(EXAMPLE_SLA)
+
+
+@pytest.fixture
+def run_rule_tests(promtool: str, tmp_path: Path) -> RunTests:
+    """Write rules + a promtool unit-test file and run ``promtool test rules``; fail on failure."""
+
+    def run(
+        rules: Mapping[str, Any],
+        tests: Sequence[Mapping[str, Any]],
+        *,
+        evaluation_interval: str = "1m",
+    ) -> str:
+        (tmp_path / "rules.yaml").write_text(yaml.safe_dump(dict(rules), sort_keys=False))
+        document = {
+            "rule_files": ["rules.yaml"],
+            "evaluation_interval": evaluation_interval,
+            "tests": list(tests),
+        }
+        (tmp_path / "tests.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+        out = subprocess.run(
+            [promtool, "test", "rules", "tests.yaml"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout
+
+    return run
