@@ -143,8 +143,8 @@ def create_topic(cluster: MockCluster, name: str, partitions: int) -> None:
         cluster.set_leader(name, p, p % cluster.brokers + 1)
 
 
-def serve(cfg: BrokerConfig, ready_file: Path | None, stop: threading.Event) -> int:
-    """Run the cluster until ``stop`` is set; print the bootstrap string once ready."""
+def serve(cfg: BrokerConfig, ready_file: Path | None, wait: Callable[[], object]) -> int:
+    """Run the cluster until ``wait()`` returns; print the bootstrap string once ready."""
     cluster = MockCluster(cfg.brokers)
     forwarders: list[Forwarder] = []
     control: _ControlServer | None = None
@@ -162,7 +162,9 @@ def serve(cfg: BrokerConfig, ready_file: Path | None, stop: threading.Event) -> 
             bootstrap = ",".join(f"{LOOPBACK}:{f.port}" for f in forwarders)
         control = _ControlServer((LOOPBACK, 0), _ControlHandler)
         control.controller = Controller(cluster, bootstrap)  # type: ignore[attr-defined]
-        threading.Thread(target=control.serve_forever, name="control", daemon=True).start()
+        threading.Thread(
+            target=control.serve_forever, args=(0.05,), name="control", daemon=True
+        ).start()
         ctl_addr = control.server_address
         info = ReadyInfo(bootstrap, (str(ctl_addr[0]), int(ctl_addr[1])), os.getpid())
         if ready_file is not None:
@@ -173,8 +175,7 @@ def serve(cfg: BrokerConfig, ready_file: Path | None, stop: threading.Event) -> 
             file=sys.stderr,
             flush=True,
         )
-        while not stop.wait(0.5):
-            pass
+        wait()
     finally:
         if control is not None:
             control.shutdown()
@@ -190,11 +191,11 @@ def serve(cfg: BrokerConfig, ready_file: Path | None, stop: threading.Event) -> 
 
 def run_until_signalled(cfg: BrokerConfig, ready_file: Path | None) -> int:
     """Serve until SIGTERM or SIGINT, then shut down cleanly and return 0."""
-    stop = threading.Event()
-
-    def _stop(signum: int, frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    return serve(cfg, ready_file, stop)
+    # Blocked before any thread starts, so every thread inherits the mask and the main thread
+    # alone takes the signal, at once, in sigwait.
+    signals = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        return serve(cfg, ready_file, lambda: signal.sigwait(signals))
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
