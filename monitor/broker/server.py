@@ -77,9 +77,12 @@ class Forwarder:
 class Controller:
     """Executes control-socket commands against the mock cluster; one line in, one line out."""
 
-    def __init__(self, cluster: MockCluster, bootstrap: str) -> None:
+    def __init__(self, cluster: MockCluster, bootstrap: str, topics: dict[str, int]) -> None:
         self.cluster = cluster
         self.bootstrap = bootstrap
+        #: Topics this process created, name -> partitions. The mock would silently create a
+        #: topic named in a leader change, so a typo must be refused here instead.
+        self.topics = dict(topics)
         self._lock = threading.Lock()
         self._commands: dict[str, tuple[int, Callable[[list[str]], str]]] = {
             "ping": (0, lambda a: ""),
@@ -87,7 +90,7 @@ class Controller:
             "rtt": (2, lambda a: self._do(cluster.set_rtt, int(a[0]), int(a[1]))),
             "down": (1, lambda a: self._do(cluster.set_down, int(a[0]))),
             "up": (1, lambda a: self._do(cluster.set_up, int(a[0]))),
-            "leader": (3, lambda a: self._do(cluster.set_leader, a[0], int(a[1]), int(a[2]))),
+            "leader": (3, lambda a: self._leader(a[0], int(a[1]), int(a[2]))),
             "create-topic": (2, lambda a: self._create(a[0], a[1])),
         }
 
@@ -101,6 +104,16 @@ class Controller:
         except ValueError as exc:
             raise ValueError(f"create-topic {name} {partitions}: {exc}") from None
         create_topic(self.cluster, topic, count)
+        self.topics[topic] = count
+        return ""
+
+    def _leader(self, topic: str, partition: int, broker: int) -> str:
+        count = self.topics.get(topic)
+        if count is None:
+            raise ValueError(f"unknown topic {topic!r} (create it first with create-topic)")
+        if not 0 <= partition < count:
+            raise ValueError(f"{topic} has partitions 0..{count - 1} (got {partition})")
+        self.cluster.set_leader(topic, partition, broker)
         return ""
 
     def handle(self, line: str) -> str:
@@ -149,7 +162,8 @@ def serve(cfg: BrokerConfig, ready_file: Path | None, wait: Callable[[], object]
     forwarders: list[Forwarder] = []
     control: _ControlServer | None = None
     try:
-        for name, partitions in cfg.topic_specs():
+        topics = dict(cfg.topic_specs())
+        for name, partitions in topics.items():
             create_topic(cluster, name, partitions)
         bootstrap = cluster.bootstraps
         if cfg.port is not None:
@@ -161,7 +175,7 @@ def serve(cfg: BrokerConfig, ready_file: Path | None, wait: Callable[[], object]
                 cluster.set_advertised(i + 1, LOOPBACK, fwd.port)
             bootstrap = ",".join(f"{LOOPBACK}:{f.port}" for f in forwarders)
         control = _ControlServer((LOOPBACK, 0), _ControlHandler)
-        control.controller = Controller(cluster, bootstrap)  # type: ignore[attr-defined]
+        control.controller = Controller(cluster, bootstrap, topics)  # type: ignore[attr-defined]
         threading.Thread(
             target=control.serve_forever, args=(0.05,), name="control", daemon=True
         ).start()
