@@ -10,8 +10,9 @@ DESCRIPTION = textwrap.dedent(
     """\
     Run a Kafka-protocol test and demo cluster in this process: librdkafka's mock cluster,
     reachable over real TCP on 127.0.0.1 by any Kafka client. NOT a production broker:
-    messages live in memory with a retention limit (about 330k small messages per partition;
-    older offsets disappear as on real Kafka), no persistence, no admin CreateTopics API.
+    messages live in memory with a retention limit of 5 MiB of record batches (and at most
+    100,000 batches) per partition: about 320k tiny messages or 45k 100-byte ones. Older
+    offsets disappear as on real Kafka. No persistence, no admin CreateTopics API.
 
     Default topics: nines.probe with one partition per broker (partition p led by broker p+1;
     broker ids are 1..N) and nines.echoes with 2 partitions. Prints the bootstrap servers on

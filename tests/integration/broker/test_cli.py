@@ -27,7 +27,7 @@ def test_help_says_what_it_is_and_is_not() -> None:
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())
     assert "NOT a production broker" in text
-    assert "330k" in text and "retention" in text
+    assert "retention limit of 5 MiB" in text
     assert "examples:" in text and "nines broker ctl" in text
     ctl = nines("broker", "ctl", "--help")
     assert ctl.returncode == 0 and "leader TOPIC PARTITION BROKER" in ctl.stdout

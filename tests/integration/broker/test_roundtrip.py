@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from monitor.broker import EmbeddedBroker
 from monitor.broker.testing import consumer, producer
@@ -91,3 +91,35 @@ def test_fixed_port_forwarder_roundtrip() -> None:
             got += [int(m.value()) for m in cons.consume(1000, timeout=0.5) if not m.error()]
         cons.close()
         assert got == list(range(1000))
+
+
+def test_retention_limit_drops_oldest_offsets_as_documented() -> None:
+    """5 MiB of record batches per partition: the low watermark moves, the newest survive."""
+    value = b"x" * 1000
+    with EmbeddedBroker(brokers=1, topics=[("ret", 1)]) as b:
+        prod = producer(b.bootstrap, linger_ms=20)
+        n = 8000  # ~8 MB, well over the limit
+        for _ in range(n):
+            prod.produce("ret", value=value, partition=0)
+            prod.poll(0)
+        assert prod.flush(30) == 0
+        cons = consumer(b.bootstrap)
+        lo, hi = cons.get_watermark_offsets(TopicPartition("ret", 0), timeout=10)
+        assert hi == n
+        assert lo > 0, "nothing was dropped: the retention limit in --help is wrong"
+        retained_bytes = (hi - lo) * len(value)
+        assert 4 * 2**20 < retained_bytes <= 5 * 2**20
+        cons.assign([TopicPartition("ret", 0, lo)])
+        first = wait_for_message(cons)
+        assert first.offset() == lo
+        cons.close()
+
+
+def wait_for_message(cons: Consumer, timeout_s: float = 10) -> Message:
+    """The next real message (not a partition-EOF event) within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        msg = cons.poll(0.5)
+        if msg is not None and msg.error() is None:
+            return msg
+    raise AssertionError(f"no message within {timeout_s} s")
