@@ -52,7 +52,7 @@ CTL_EPILOG = textwrap.dedent(
 )
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``broker`` subcommand and its ``ctl`` sub-subcommand."""
     p = sub.add_parser(
         "broker",

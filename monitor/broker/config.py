@@ -46,14 +46,16 @@ TopicSpec = Annotated[str, AfterValidator(_check_topic)]
 class BrokerConfig(StageConfig):
     """The embedded test cluster: how many brokers, which topics, optional fixed port."""
 
-    brokers: int = Field(3, ge=1, le=MAX_BROKERS, description="Number of mock brokers (ids 1..N).")
+    brokers: int = Field(
+        default=3, ge=1, le=MAX_BROKERS, description="Number of mock brokers (ids 1..N)."
+    )
     topics: tuple[TopicSpec, ...] = Field(
-        (),
+        default=(),
         description="Topics as NAME:PARTITIONS; empty means the defaults "
         "(nines.probe with one partition per broker, nines.echoes with 2).",
     )
     port: int | None = Field(
-        None,
+        default=None,
         ge=1,
         le=65535,
         description="Fixed loopback port of broker 1 (broker i gets port+i-1) via a forwarder.",

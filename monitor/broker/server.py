@@ -50,7 +50,12 @@ class Forwarder:
         upstream.settimeout(None)
         for s in (client, upstream):
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        done = threading.Barrier(2, action=lambda: (client.close(), upstream.close()))
+
+        def close_both() -> None:
+            client.close()
+            upstream.close()
+
+        done = threading.Barrier(2, action=close_both)
         for src, dst in ((client, upstream), (upstream, client)):
             threading.Thread(target=self._pump, args=(src, dst, done), daemon=True).start()
 

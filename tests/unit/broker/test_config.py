@@ -52,4 +52,4 @@ def test_flags_override_yaml_and_config_is_frozen() -> None:
     cfg = build(BrokerConfig, {"brokers": 2, "port": 19092}, {"brokers": 4, "port": None})
     assert (cfg.brokers, cfg.port) == (4, 19092)
     with pytest.raises(Exception, match="frozen"):
-        cfg.brokers = 1  # type: ignore[misc]
+        cfg.brokers = 1
