@@ -77,7 +77,7 @@ def test_fixed_port_forwarder_roundtrip() -> None:
     # brokers=1 so only one port must be free; the forwarder advertises it in Metadata too
     with EmbeddedBroker(brokers=1, topics=[("fixed", 1)], port=port) as b:
         assert b.bootstrap == f"127.0.0.1:{port}"
-        prod = producer(b.bootstrap)
+        prod = producer(b.bootstrap, reconnect_backoff_max_ms=300)
         md = prod.list_topics(timeout=10)
         assert md.brokers[1].port == port
         for i in range(1000):
@@ -91,6 +91,17 @@ def test_fixed_port_forwarder_roundtrip() -> None:
             got += [int(m.value()) for m in cons.consume(1000, timeout=0.5) if not m.error()]
         cons.close()
         assert got == list(range(1000))
+
+        # Faults act through the forwarder too: down -> no ack, up -> delivered.
+        b.down(1)
+        acked: list[KafkaError | None] = []
+        prod.produce("fixed", value=b"late", on_delivery=lambda e, m: acked.append(e))
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            prod.poll(0.1)
+        assert acked == []
+        b.up(1)
+        assert prod.flush(20) == 0 and acked == [None]
 
 
 def test_retention_limit_drops_oldest_offsets_as_documented() -> None:
