@@ -1,0 +1,492 @@
+"""Generate ``docs/benchmarks.md`` and its plots from the result JSON files, and nothing else.
+
+No number is typed here: every figure in the markdown is read from ``bench/results/*.json``.
+A part whose JSON is missing gets a line saying so (and why, if the runner recorded it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.machine import RESULTS_DIR
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC_PATH = ROOT / "docs" / "benchmarks.md"
+IMG_DIR = ROOT / "docs" / "img"
+COMMAND = "make bench  # = .venv/bin/python -m bench.run"
+
+Json = dict[str, Any]
+
+QUANTILE_NAMES = {
+    "0.5": "p50",
+    "0.9": "p90",
+    "0.99": "p99",
+    "0.999": "p99.9",
+    "0.9999": "p99.99",
+    "0.99999": "p99.999",
+    "0.999999": "p99.9999",
+    "1.0": "max",
+}
+
+
+def load_results(results_dir: Path = RESULTS_DIR) -> dict[str, Json]:
+    """Every ``<name>.json`` in the results folder, keyed by name."""
+    out: dict[str, Json] = {}
+    for path in sorted(results_dir.glob("*.json")):
+        try:
+            out[path.stem] = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            out[path.stem] = {"unreadable": f"{type(exc).__name__}: {exc}"}
+    return out
+
+
+def qname(q: str | float) -> str:
+    """``0.999`` → ``p99.9``; the max is ``max``."""
+    key = str(q)
+    return QUANTILE_NAMES.get(key, f"p{float(key) * 100:g}")
+
+
+def fmt_seconds(x: Any) -> str:
+    """A latency in the unit a human reads fastest (µs, ms or s)."""
+    if isinstance(x, str):
+        return x
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    v = float(x)
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    if abs(v) < 1e-3:
+        return f"{v * 1e6:.0f} µs"
+    if abs(v) < 1:
+        return f"{v * 1e3:.3g} ms"
+    return f"{v:.4g} s"
+
+
+def fmt_error(x: Any) -> str:
+    """A signed relative error as a percentage with enough digits to tell 0.01 % from 0."""
+    if isinstance(x, str):
+        return x
+    v = float(x)
+    if math.isnan(v):
+        return "n/a"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    pct = v * 100
+    if pct == 0:
+        return "0 %"
+    if abs(pct) < 0.1:
+        return f"{pct:+.3f} %"
+    if abs(pct) < 10:
+        return f"{pct:+.2f} %"
+    return f"{pct:+.0f} %"
+
+
+def table(header: list[str], rows: Iterable[Iterable[Any]]) -> str:
+    """A GitHub markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Dotted key/value pairs of a nested JSON object (lists of numbers shown inline)."""
+    if isinstance(obj, Mapping):
+        out: list[tuple[str, Any]] = []
+        for k, v in obj.items():
+            out += flatten(v, f"{prefix}.{k}" if prefix else str(k))
+        return out
+    if isinstance(obj, list) and obj and all(isinstance(x, Mapping) for x in obj):
+        out = []
+        for i, v in enumerate(obj):
+            out += flatten(v, f"{prefix}[{i}]")
+        return out
+    if isinstance(obj, list) and len(obj) > 12:
+        return [(prefix, f"[{len(obj)} values]")]
+    return [(prefix, obj)]
+
+
+def generic_table(data: Json) -> str:
+    """Every measured field of a result we do not know the shape of, as a key/value table."""
+    rows = [(f"`{k}`", v) for k, v in flatten({k: v for k, v in data.items() if k != "machine"})]
+    return table(["field", "value"], rows)
+
+
+# --- accuracy -------------------------------------------------------------------------------
+
+
+def accuracy_section(acc: Json, img_rel: str | None) -> str:
+    """Per-dataset error tables of every method against the exact quantiles."""
+    qs = acc["quantiles"]
+    parts = [
+        "## Accuracy of the high nines\n",
+        f"{acc['datasets'][0]['samples']:,} samples per dataset in {acc['datasets'][0]['windows']} "
+        f"windows of {acc['datasets'][0]['window_s']:g} s (pure numpy, seed {acc['seed']}"
+        f"{', **quick mode**' if acc.get('quick') else ''}). The truth is the exact nearest-rank "
+        "quantile over all samples. Each cell is the method's reading and its signed relative "
+        "error. Methods:\n",
+        "- **nines**: one HDR histogram (3 significant digits) per window, merged by adding "
+        "bucket counts; quantile read from the merge (`monitor.core.hdr`).",
+        "- **average of per-window percentiles**: the exact percentile of each window, averaged "
+        "(what a dashboard's `avg` over time or over partitions shows); for the max, the average "
+        "of the window maxes.",
+        "- **Prometheus classic histogram**: default buckets "
+        "(.005 … 10 s), read with `histogram_quantile` (linear interpolation inside a bucket; a "
+        "rank in the `+Inf` bucket returns the highest finite bound, 10 s). `bench.promql` "
+        "reimplements Prometheus's algorithm and is tested against `promtool`. Counts of all "
+        "windows are summed first, the best case for this method.",
+        "- **Xinfra Monitor**: Kafka metrics `Percentiles` with 1 ms constant bins up to 5 s "
+        "(its defaults; values above land in the last bin), float32 readout; max read as the top "
+        "occupied bin. Computed over the whole run at once, again the best case.\n",
+    ]
+    for ds in acc["datasets"]:
+        parts.append(f"### {ds['name']}: {ds['description']}\n")
+        header = ["method", *[qname(q) for q in qs]]
+        rows: list[list[str]] = [["**exact**", *[fmt_seconds(ds["exact_s"][q]) for q in qs]]]
+        for m in ds["methods"].values():
+            rows.append(
+                [
+                    m["label"],
+                    *[
+                        f"{fmt_seconds(m['value_s'][q])} ({fmt_error(m['rel_error'][q])})"
+                        for q in qs
+                    ],
+                ]
+            )
+        parts.append(table(header, rows) + "\n")
+    if img_rel:
+        parts.append(f"![absolute relative error by method]({img_rel})\n")
+    return "\n".join(parts)
+
+
+def plot_accuracy(acc: Json, out: Path) -> None:
+    """Grouped bars of |relative error| (log scale) per quantile, one panel per dataset."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    qs = acc["quantiles"]
+    datasets = acc["datasets"]
+    fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 4.0), sharey=True)
+    axes = np.atleast_1d(axes)
+    floor = 1e-5
+    for ax, ds in zip(axes, datasets, strict=True):
+        methods = list(ds["methods"].values())
+        width = 0.8 / len(methods)
+        for i, m in enumerate(methods):
+            errs = []
+            for q in qs:
+                e = m["rel_error"][q]
+                v = float(e) if not isinstance(e, str) or e in ("inf", "-inf") else math.nan
+                errs.append(max(abs(v), floor) if math.isfinite(v) else 10.0)
+            ax.bar(
+                np.arange(len(qs)) + (i - (len(methods) - 1) / 2) * width,
+                errs,
+                width,
+                label=m["label"],
+            )
+        ax.set_yscale("log")
+        ax.set_xticks(np.arange(len(qs)), [qname(q) for q in qs])
+        ax.set_title(ds["name"])
+        ax.axhline(1e-3, color="grey", lw=0.7, ls="--")
+    axes[0].set_ylabel(f"|relative error| (floor {floor:g}; dashed = 0.1 %)")
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+# --- coordinated omission -------------------------------------------------------------------
+
+
+def percentile_curve(latencies_us: list[int], max_nines: float = 6.0) -> tuple[Any, Any]:
+    """x = 1/(1−p) from 1 to 10**max_nines (capped at the sample count), y = nearest-rank value."""
+    v = np.sort(np.asarray(latencies_us, dtype=np.float64)) / 1e6
+    n = v.size
+    top = min(10**max_nines, float(n))
+    x = np.logspace(0, math.log10(top), 400)
+    p = 1 - 1 / x
+    ranks = np.clip(np.ceil(np.round(p * n, 6)).astype(np.int64), 1, n)
+    return x, v[ranks - 1]
+
+
+def plot_co(co: Json, out: Path) -> None:
+    """Latency by percentile of the open-loop probe, the closed-loop prober and the arithmetic."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for key, style in (("nines", "-"), ("naive", "--")):
+        run = co.get(key)
+        if run and run.get("latencies_us"):
+            x, y = percentile_curve(run["latencies_us"])
+            ax.plot(x, y, style, lw=2, label=f"{run['label']} ({len(run['latencies_us']):,})")
+    exp = co.get("expected")
+    if exp:
+        ax.plot(exp["x"], exp["latency_s"], ":", color="black", lw=1.5, label=exp["label"])
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ticks = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000]
+    ax.set_xticks(ticks, ["0 %", "90 %", "99 %", "99.9 %", "99.99 %", "99.999 %", "99.9999 %"])
+    ax.set_xlim(1, 1_000_000)
+    ax.set_xlabel("percentile")
+    ax.set_ylabel("latency (s)")
+    ax.set_title(co.get("title", "CTRL+Z test"))
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def co_section(co: Json, img_rel: str | None) -> str:
+    """The CTRL+Z table: each prober's quantiles against the open-loop arithmetic."""
+    qs = [q for q in co["quantiles"]]
+    header = ["prober", "samples", *[qname(q) for q in qs]]
+    rows = []
+    exp = co["expected"]
+    rows.append(["**expected (open loop)**", "", *[fmt_seconds(exp["quantiles_s"][q]) for q in qs]])
+    for key in ("nines", "naive"):
+        run = co.get(key)
+        if not run:
+            continue
+        rows.append(
+            [
+                run["label"],
+                f"{run['samples']:,}",
+                *[
+                    f"{fmt_seconds(run['quantiles_s'][q])} ({fmt_error(run['rel_error'][q])})"
+                    for q in qs
+                ],
+            ]
+        )
+    text = [
+        "## Coordinated omission: the CTRL+Z test\n",
+        co["setup"] + "\n",
+        exp["derivation"] + "\n",
+        table(header, rows) + "\n",
+    ]
+    if img_rel:
+        text.append(f"![latency by percentile, CTRL+Z]({img_rel})\n")
+    return "\n".join(text)
+
+
+# --- document -------------------------------------------------------------------------------
+
+
+def machine_block(results: dict[str, Json]) -> str:
+    """The machine and versions each result file was measured on."""
+    rows = []
+    for name, data in results.items():
+        m = data.get("machine")
+        if not isinstance(m, Mapping):
+            continue
+        rows.append(
+            [
+                f"`{name}.json`",
+                m.get("timestamp", "?"),
+                m.get("cores", "?"),
+                m.get("load_avg_1m", "?"),
+                m.get("python", "?"),
+                m.get("pyspark", "?"),
+                m.get("librdkafka", "?"),
+                m.get("git_commit", "?"),
+            ]
+        )
+    header = [
+        "result",
+        "when (UTC)",
+        "cores",
+        "load 1m",
+        "Python",
+        "PySpark",
+        "librdkafka",
+        "commit",
+    ]
+    return table(header, rows)
+
+
+def _get(data: Json | None, *path: str) -> Any:
+    """A nested field, or None when any step is missing."""
+    cur: Any = data
+    for p in path:
+        if not isinstance(cur, Mapping) or p not in cur:
+            return None
+        cur = cur[p]
+    return cur
+
+
+def headline(results: dict[str, Json]) -> list[str]:
+    """The numbers a reader wants first, each read from a result file."""
+    lines: list[str] = []
+    co = results.get("co")
+    if co and co.get("nines") and co.get("naive"):
+        for q in ("0.999", "1.0"):
+            expected = fmt_seconds(co["expected"]["quantiles_s"][q])
+            lines.append(
+                f"- **CTRL+Z {qname(q)}**: expected {expected}; "
+                f"nines {fmt_seconds(co['nines']['quantiles_s'][q])} "
+                f"({fmt_error(co['nines']['rel_error'][q])}), closed-loop prober "
+                f"{fmt_seconds(co['naive']['quantiles_s'][q])} "
+                f"({fmt_error(co['naive']['rel_error'][q])})."
+            )
+    else:
+        lines.append(f"- CTRL+Z test: not measured in this run ({_skip_reason(results, 'co')}).")
+    acc = results.get("accuracy")
+    if acc:
+        lines.append(
+            "- **Accuracy** (relative error at p99.99 / worst |error| over p99 … max):\n\n"
+            + accuracy_headline_table(acc)
+            + "\n"
+        )
+    else:
+        lines.append(f"- Accuracy: not measured ({_skip_reason(results, 'accuracy')}).")
+    lines += headline_external(results)
+    return lines
+
+
+SHORT_LABELS = {
+    "nines": "nines (merged HDR)",
+    "avg_pct": "avg of percentiles",
+    "prom_classic": "Prometheus classic",
+    "xinfra": "Xinfra 1 ms bins",
+}
+
+
+def _worst(errors: Mapping[str, Any]) -> float:
+    """The largest |relative error| over the studied quantiles (inf/nan count as inf)."""
+    worst = 0.0
+    for e in errors.values():
+        v = float(e)
+        worst = max(worst, abs(v) if math.isfinite(v) else math.inf)
+    return worst
+
+
+def accuracy_headline_table(acc: Json) -> str:
+    """Datasets × methods: error at p99.99 and the worst error from p99 to the max."""
+    keys = list(acc["datasets"][0]["methods"])
+    rows = []
+    for ds in acc["datasets"]:
+        cells = [
+            f"{fmt_error(m['rel_error']['0.9999'])} / {fmt_error(_worst(m['rel_error']))}"
+            for m in (ds["methods"][k] for k in keys)
+        ]
+        rows.append([ds["name"], *cells])
+    return table(["dataset", *[SHORT_LABELS.get(k, k) for k in keys]], rows)
+
+
+def _skip_reason(results: dict[str, Json], part: str) -> str:
+    """Why the runner did not produce a part, as it recorded it."""
+    status = _get(results.get("run"), "parts", part)
+    if isinstance(status, Mapping):
+        return str(status.get("reason") or status.get("status"))
+    return "no result file"
+
+
+def headline_external(results: dict[str, Json]) -> list[str]:
+    """Headline lines from the probe and stream bench JSON (written by tests/bench)."""
+    lines: list[str] = []
+    stream = results.get("stream")
+    if stream:
+        lines.append("- **Aggregation**: " + summarise_stream(stream) + ".")
+    else:
+        lines.append(f"- Aggregation throughput: not measured ({_skip_reason(results, 'stream')}).")
+    probe = results.get("probe")
+    if probe:
+        lines.append("- **Probe**: " + summarise_probe(probe) + ".")
+    else:
+        lines.append(f"- Probe send lag / CPU: not measured ({_skip_reason(results, 'probe')}).")
+    return lines
+
+
+def summarise_stream(stream: Json) -> str:
+    """Echoes/s of the Spark aggregation and its ratio to the pure-Python hdrh loop."""
+    pairs = [(k, v) for k, v in flatten(stream) if not k.startswith("machine")]
+    keep = [f"`{k}` = {v}" for k, v in pairs if any(s in k for s in ("per_s", "ratio", "speedup"))]
+    return "; ".join(keep[:6]) or "see the stream section"
+
+
+def summarise_probe(probe: Json) -> str:
+    """Send-lag p99.9 and CPU at each rate, from probe.json."""
+    pairs = [(k, v) for k, v in flatten(probe) if not k.startswith("machine")]
+    keep = [f"`{k}` = {v}" for k, v in pairs if any(s in k for s in ("99.9", "999", "cpu"))]
+    return "; ".join(keep[:8]) or "see the probe section"
+
+
+def status_section(results: dict[str, Json]) -> str:
+    """Which parts ran, how long they took, and why any did not."""
+    run = results.get("run")
+    if not run:
+        return "_No `run.json`: the runner's status was not recorded._\n"
+    rows = [
+        [p, s.get("status", "?"), f"{s.get('wall_s', 0):.1f} s", s.get("reason", "")]
+        for p, s in run.get("parts", {}).items()
+    ]
+    return (
+        f"Run: `{' '.join(run.get('argv', []))}`, total wall time **{run.get('wall_s', 0):.0f} s** "
+        f"on {_get(run, 'machine', 'cores')} shared cores.\n\n"
+        + table(["part", "status", "wall time", "note"], rows)
+        + "\n"
+    )
+
+
+def render(results: dict[str, Json], img_dir: Path = IMG_DIR, doc_path: Path = DOC_PATH) -> str:
+    """The whole markdown document (plots written to ``img_dir`` as a side effect)."""
+    img_dir.mkdir(parents=True, exist_ok=True)
+    img_rel = Path("img")
+    out = [
+        "# Benchmarks\n",
+        "_Generated by `bench/report.py` from `bench/results/*.json`; do not edit by hand. "
+        f"Reproduce with `{COMMAND}` (`--quick` for a smoke run, "
+        "`--only accuracy,co,probe,stream`)._\n",
+        "Timing numbers were measured on a small machine shared with other people's builds and "
+        "tests while they ran: read them as orders of magnitude, not as a tuned benchmark. The "
+        "accuracy numbers are deterministic (seeded).\n",
+        "## Headline\n",
+        *headline(results),
+        "",
+        status_section(results),
+    ]
+    acc = results.get("accuracy")
+    if acc:
+        plot_accuracy(acc, img_dir / "accuracy.png")
+        out.append(accuracy_section(acc, str(img_rel / "accuracy.png")))
+    co = results.get("co")
+    if co and "expected" in co:
+        plot_co(co, img_dir / "ctrl_z.png")
+        out.append(co_section(co, str(img_rel / "ctrl_z.png")))
+    else:
+        out.append("## Coordinated omission: the CTRL+Z test\n")
+        out.append(f"_Not measured in this run: {_skip_reason(results, 'co')}._\n")
+    for name, title in (("probe", "Probe: send lag and CPU"), ("stream", "Aggregation throughput")):
+        out.append(f"## {title}\n")
+        data = results.get(name)
+        if data:
+            out.append(f"From `bench/results/{name}.json` (written by `tests/bench/`).\n")
+            out.append(generic_table(data) + "\n")
+        else:
+            out.append(f"_Not measured in this run: {_skip_reason(results, name)}._\n")
+    out.append("## Machines\n")
+    out.append(machine_block(results) + "\n")
+    text = "\n".join(out)
+    doc_path.parent.mkdir(parents=True, exist_ok=True)
+    doc_path.write_text(text)
+    return text
+
+
+def main() -> None:
+    """Regenerate the document from whatever results exist."""
+    render(load_results())
+    print(f"wrote {DOC_PATH.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

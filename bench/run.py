@@ -1,0 +1,135 @@
+"""``python -m bench.run``: run the benchmarks, fold their JSON together, regenerate the report.
+
+Each part runs independently; a part that cannot run (its code has not landed, the broker will
+not start) is recorded as skipped or failed with the reason, and the report says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.machine import RESULTS_DIR, machine_facts
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTS = ("accuracy", "co", "probe", "stream")
+
+
+class Skipped(Exception):
+    """A part that cannot run here; the message is the reason shown in the report."""
+
+
+def _accuracy(quick: bool) -> None:
+    """Accuracy of the high nines (pure numpy)."""
+    from bench.accuracy import run_accuracy
+
+    run_accuracy(quick=quick)
+
+
+def _co(quick: bool) -> None:
+    """The CTRL+Z test against a real embedded broker."""
+    from bench.coordinated_omission import run_co
+
+    run_co(quick=quick)
+
+
+def _pytest_bench(test_file: str, result: str, quick: bool, timeout_s: float) -> None:
+    """Run one ``tests/bench`` file with ``-m bench``; it must write ``bench/results/<result>``."""
+    path = ROOT / test_file
+    if not path.exists():
+        raise Skipped(f"`{test_file}` has not landed yet")
+    out = RESULTS_DIR / result
+    before = out.stat().st_mtime if out.exists() else None
+    env = dict(os.environ, NINES_BENCH_QUICK="1" if quick else "0")
+    cmd = [sys.executable, "-m", "pytest", "-m", "bench", "-q", "-p", "no:cacheprovider", test_file]
+    proc = subprocess.run(
+        cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s, check=False
+    )
+    tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+    if not out.exists() or out.stat().st_mtime == before:
+        raise RuntimeError(f"pytest exit {proc.returncode}, no fresh {result}: {' | '.join(tail)}")
+    if proc.returncode != 0:
+        raise RuntimeError(f"pytest exit {proc.returncode} (JSON kept): {' | '.join(tail)}")
+
+
+def _probe(quick: bool) -> None:
+    """Probe send lag and CPU (``tests/bench/test_probe_bench.py``)."""
+    _pytest_bench("tests/bench/test_probe_bench.py", "probe.json", quick, 420)
+
+
+def _stream(quick: bool) -> None:
+    """Aggregation throughput (``tests/bench/test_stream_bench.py``)."""
+    _pytest_bench("tests/bench/test_stream_bench.py", "stream.json", quick, 480)
+
+
+RUNNERS: dict[str, Callable[[bool], None]] = {
+    "accuracy": _accuracy,
+    "co": _co,
+    "probe": _probe,
+    "stream": _stream,
+}
+
+
+def run(parts: list[str], quick: bool) -> dict[str, Any]:
+    """Run the parts in order, record each one's status and wall time, write ``run.json``."""
+    started = time.perf_counter()
+    status: dict[str, Any] = {}
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    for part in parts:
+        t0 = time.perf_counter()
+        print(f"bench: {part} ...", flush=True)
+        try:
+            RUNNERS[part](quick)
+            status[part] = {"status": "ok"}
+        except Skipped as exc:
+            status[part] = {"status": "skipped", "reason": str(exc)}
+        except Exception as exc:
+            traceback.print_exc()
+            status[part] = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:300]}
+        status[part]["wall_s"] = round(time.perf_counter() - t0, 1)
+        print(f"bench: {part} {status[part]['status']} in {status[part]['wall_s']} s", flush=True)
+    previous = RESULTS_DIR / "run.json"
+    if previous.exists() and len(parts) < len(PARTS):
+        old = json.loads(previous.read_text()).get("parts", {})
+        status = {**{k: v for k, v in old.items() if k not in status}, **status}
+    summary = {
+        "machine": machine_facts(),
+        "argv": ["python", "-m", "bench.run", *sys.argv[1:]],
+        "quick": quick,
+        "parts": {p: status[p] for p in PARTS if p in status},
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
+    previous.write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry: ``[--quick] [--only a,b] [--report-only]``."""
+    ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="smaller runs, for a smoke test")
+    ap.add_argument("--only", default=",".join(PARTS), help=f"comma list of {', '.join(PARTS)}")
+    ap.add_argument("--report-only", action="store_true", help="regenerate docs from the JSON")
+    args = ap.parse_args(argv)
+    parts = [p.strip() for p in args.only.split(",") if p.strip()]
+    unknown = [p for p in parts if p not in RUNNERS]
+    if unknown:
+        ap.error(f"--only: unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
+    if not args.report_only:
+        summary = run(parts, args.quick)
+        print(f"bench: total {summary['wall_s']} s", flush=True)
+    from bench.report import main as report_main
+
+    report_main()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

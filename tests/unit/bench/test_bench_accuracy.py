@@ -1,0 +1,62 @@
+"""The accuracy study shows what it claims: merged HDR is right, the naive ways are not."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from bench.accuracy import relative_error
+from bench.datasets import STALL_S, ctrl_z, hiccups
+from bench.methods import (
+    STUDY_QUANTILES,
+    averaged_percentiles,
+    exact_quantiles,
+    nines_merged,
+    prometheus_classic,
+    xinfra,
+    xinfra_percentile,
+)
+
+
+def _worst(reading: dict[float, float], exact: dict[float, float]) -> float:
+    return max(abs(relative_error(reading[q], exact[q])) for q in STUDY_QUANTILES)
+
+
+@pytest.fixture(scope="module")
+def hiccup_data() -> tuple[list[np.ndarray], dict[float, float]]:
+    ds = hiccups(240_000, 60, 10.0, seed=7)
+    return ds.windows, exact_quantiles(ds.all_us())
+
+
+def test_nines_within_hdr_precision_on_hiccups(hiccup_data) -> None:
+    windows, exact = hiccup_data
+    assert _worst(nines_merged(windows), exact) <= 1e-3  # 3 significant digits
+    assert nines_merged(windows)[1.0] == exact[1.0]  # the max is exact
+
+
+def test_averaging_and_classic_histogram_err_far_more_on_hiccups(hiccup_data) -> None:
+    windows, exact = hiccup_data
+    nines = max(_worst(nines_merged(windows), exact), 1e-4)
+    assert _worst(averaged_percentiles(windows), exact) > 20 * nines
+    assert _worst(prometheus_classic(windows), exact) > 20 * nines
+
+
+def test_xinfra_clamps_at_its_max() -> None:
+    values = np.array([1_000] * 98 + [7_000_000, 9_000_000], dtype=np.int64)
+    assert xinfra_percentile(values, 0.5) == pytest.approx(0.001)
+    assert xinfra_percentile(values, 0.99) == pytest.approx(4.999)  # 9 s reads as the last bin
+    assert xinfra([values])[1.0] == pytest.approx(4.999)
+    assert math.isinf(xinfra_percentile(values, 1.0))  # Kafka's readout never exceeds 100 %
+
+
+def test_ctrl_z_trace_has_the_open_loop_shape() -> None:
+    ds = ctrl_z(120_000, 60, 10.0, seed=1)
+    v = ds.all_us()
+    rate = v.size / 600.0
+    stalled = v > 10_000
+    assert stalled.sum() == pytest.approx(STALL_S * rate, abs=2)
+    assert v.max() == pytest.approx(STALL_S * 1e6 + 1_000, abs=200)
+    # waits are spread evenly from the stall down to the floor
+    assert np.median(v[stalled]) == pytest.approx(STALL_S * 1e6 / 2, rel=0.01)

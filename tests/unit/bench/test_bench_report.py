@@ -1,0 +1,74 @@
+"""The report is generated from result JSON only, and says plainly what was not measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.report import fmt_error, fmt_seconds, render
+
+FIXTURE = {
+    "accuracy": {
+        "machine": {"cores": 2, "python": "3.11.7", "timestamp": "2026-01-01T00:00:00Z"},
+        "quick": True,
+        "seed": 1,
+        "quantiles": ["0.99", "0.9999", "1.0"],
+        "datasets": [
+            {
+                "name": "toy",
+                "description": "a toy trace",
+                "samples": 1000,
+                "windows": 2,
+                "window_s": 10.0,
+                "exact_s": {"0.99": 0.01, "0.9999": 0.5, "1.0": 2.0},
+                "methods": {
+                    "nines": {
+                        "label": "nines: merged",
+                        "value_s": {"0.99": 0.01, "0.9999": 0.5004, "1.0": 2.0},
+                        "rel_error": {"0.99": 0.0, "0.9999": 0.0008, "1.0": 0.0},
+                    },
+                    "prom_classic": {
+                        "label": "Prometheus classic",
+                        "value_s": {"0.99": 0.025, "0.9999": 1.0, "1.0": 10.0},
+                        "rel_error": {"0.99": 1.5, "0.9999": 1.0, "1.0": 4.0},
+                    },
+                },
+            }
+        ],
+    },
+    "run": {
+        "machine": {"cores": 2},
+        "argv": ["python", "-m", "bench.run", "--quick"],
+        "wall_s": 12.0,
+        "parts": {
+            "accuracy": {"status": "ok", "wall_s": 1.0},
+            "co": {"status": "skipped", "reason": "probes.ProbeAgent has not landed yet"},
+        },
+    },
+    "stream": {"machine": {"cores": 2}, "echoes_per_s": {"local[2]": 51234}},
+}
+
+
+def test_table_rows_come_from_the_json(tmp_path: Path) -> None:
+    doc = tmp_path / "benchmarks.md"
+    text = render(FIXTURE, img_dir=tmp_path / "img", doc_path=doc)
+    assert doc.read_text() == text
+    assert "| method | p99 | p99.99 | max |" in text
+    assert "| **exact** | 10 ms | 500 ms | 2 s |" in text
+    assert "| nines: merged | 10 ms (0 %) | 500 ms (+0.080 %) | 2 s (0 %) |" in text
+    assert "| Prometheus classic | 25 ms (+150 %) | 1 s (+100 %) | 10 s (+400 %) |" in text
+    assert (tmp_path / "img" / "accuracy.png").stat().st_size > 1000
+
+
+def test_missing_parts_are_named_with_their_reason(tmp_path: Path) -> None:
+    text = render(FIXTURE, img_dir=tmp_path / "img", doc_path=tmp_path / "b.md")
+    assert "not measured in this run (probes.ProbeAgent has not landed yet)" in text
+    assert "Probe send lag / CPU: not measured (no result file)" in text
+    assert "`echoes_per_s.local[2]`" in text and "51234" in text  # unknown shapes still shown
+
+
+def test_formatting() -> None:
+    assert fmt_seconds(0.0005) == "500 µs"
+    assert fmt_seconds(4.4011) == "4.401 s"
+    assert fmt_seconds("inf") == "inf"
+    assert fmt_error(-0.98) == "-98 %"
+    assert fmt_error(0.00005) == "+0.005 %"
