@@ -81,3 +81,7 @@ def write_result(name: str, payload: dict[str, Any], results_dir: Path = RESULTS
     body = {"machine": machine_facts(), **payload}
     path.write_text(json.dumps(body, indent=2, sort_keys=False) + "\n")
     return path
+
+
+class PartSkipped(Exception):
+    """A benchmark part that cannot run here; the message is the reason the report shows."""

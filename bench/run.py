@@ -17,14 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.machine import RESULTS_DIR, machine_facts
+from bench.machine import RESULTS_DIR, PartSkipped, machine_facts
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ("accuracy", "co", "probe", "stream")
-
-
-class Skipped(Exception):
-    """A part that cannot run here; the message is the reason shown in the report."""
 
 
 def _accuracy(quick: bool) -> None:
@@ -45,7 +41,7 @@ def _pytest_bench(test_file: str, result: str, quick: bool, timeout_s: float) ->
     """Run one ``tests/bench`` file with ``-m bench``; it must write ``bench/results/<result>``."""
     path = ROOT / test_file
     if not path.exists():
-        raise Skipped(f"`{test_file}` has not landed yet")
+        raise PartSkipped(f"`{test_file}` has not landed yet")
     out = RESULTS_DIR / result
     before = out.stat().st_mtime if out.exists() else None
     env = dict(os.environ, NINES_BENCH_QUICK="1" if quick else "0")
@@ -89,7 +85,7 @@ def run(parts: list[str], quick: bool) -> dict[str, Any]:
         try:
             RUNNERS[part](quick)
             status[part] = {"status": "ok"}
-        except Skipped as exc:
+        except PartSkipped as exc:
             status[part] = {"status": "skipped", "reason": str(exc)}
         except Exception as exc:
             traceback.print_exc()

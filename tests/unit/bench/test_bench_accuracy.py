@@ -60,3 +60,17 @@ def test_ctrl_z_trace_has_the_open_loop_shape() -> None:
     assert v.max() == pytest.approx(STALL_S * 1e6 + 1_000, abs=200)
     # waits are spread evenly from the stall down to the floor
     assert np.median(v[stalled]) == pytest.approx(STALL_S * 1e6 / 2, rel=0.01)
+
+
+def test_open_loop_expectation_matches_the_arithmetic() -> None:
+    from bench.coordinated_omission import expected_open_loop
+
+    # 20 s at 100/s = 2,000 messages; a 5 s stall holds 500 of them (25 %).
+    n, rate, stall, floor = 2000, 100.0, 5.0, 0.001
+    assert expected_open_loop(n, rate, stall, floor, 1.0) == pytest.approx(5.001)
+    assert expected_open_loop(n, rate, stall, floor, 0.5) == pytest.approx(floor)
+    assert expected_open_loop(n, rate, stall, floor, 0.75) == pytest.approx(floor)  # 500 above
+    # p99.9: rank 1998, 2 messages above: the third-longest wait, 5 s − 2/100
+    assert expected_open_loop(n, rate, stall, floor, 0.999) == pytest.approx(5.001 - 0.02)
+    # p87.5: 250 above: halfway down the stall
+    assert expected_open_loop(n, rate, stall, floor, 0.875) == pytest.approx(2.501)
