@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.machine import PartSkipped, write_result
+from bench.machine import write_result
 from monitor.core.hdr import rank_for_quantile
 
 #: Quantiles in the CTRL+Z table (``1.0`` is the max).
@@ -48,39 +48,47 @@ def nearest_rank(latencies_us: Sequence[int], q: float) -> float:
     return float(v[rank_for_quantile(q, v.size) - 1]) / 1e6
 
 
-def expected_open_loop(
-    samples: int, rate: float, stall_s: float, floor_s: float, q: float
-) -> float:
-    """What an open-loop probe must report at quantile q (seconds), from the arithmetic alone.
+def expected_samples_us(measured_us: Sequence[int], rate: float, stall_s: float) -> Any:
+    """The sample set an open-loop measurement must produce, from the arithmetic of the stall.
 
-    The k = rate·S messages intended during the stall wait S, S − 1/rate, … on top of the
-    floor; every other message waits the floor. Nearest rank r among ``samples``: the
-    (samples − r)-th from the top, if it falls among the k stalled ones.
+    The k = rate·S messages intended during the stall wait S, S − 1/rate, …, 1/rate on top of
+    the floor (the median of the other samples); the other N − k samples are the measured ones
+    outside the top k, so the expectation differs from the measurement only by the stall.
     """
-    k = round(rate * stall_s)
-    above = samples - (samples if q >= 1.0 else rank_for_quantile(q, samples))
-    if above >= k:
-        return floor_s
-    return floor_s + stall_s - above / rate
+    v = np.sort(np.asarray(measured_us, dtype=np.float64))
+    k = min(round(rate * stall_s), v.size - 1)
+    floor = v[: v.size - k]
+    ramp = float(np.median(floor)) + (stall_s - np.arange(k) / rate) * 1e6
+    return np.concatenate([floor, ramp])
 
 
-def expectation(samples: int, rate: float, stall_s: float, floor_s: float) -> dict[str, Any]:
+def percentile_curve(latencies_us: Sequence[float], max_nines: float = 6.0) -> tuple[Any, Any]:
+    """x = 1/(1−p) from 1 to 10**max_nines (capped at the sample count), y = nearest rank (s)."""
+    v = np.sort(np.asarray(latencies_us, dtype=np.float64)) / 1e6
+    n = v.size
+    x = np.logspace(0, math.log10(min(10**max_nines, float(n))), 400)
+    ranks = np.clip(np.ceil(np.round((1 - 1 / x) * n, 6)).astype(np.int64), 1, n)
+    return x, v[ranks - 1]
+
+
+def expectation(measured_us: Sequence[int], rate: float, stall_s: float) -> dict[str, Any]:
     """The expected curve (x = 1/(1−p)) and table values, for the report."""
-    x = np.logspace(0, math.log10(max(samples, 2)), 300)
-    curve = [expected_open_loop(samples, rate, stall_s, floor_s, 1 - 1 / xi) for xi in x]
+    exp_us = expected_samples_us(measured_us, rate, stall_s)
+    k = round(rate * stall_s)
+    floor_s = float(np.median(exp_us[: exp_us.size - k])) / 1e6
+    x, y = percentile_curve(exp_us)
     return {
         "label": f"expected, open loop (S/T of messages wait U(0, {stall_s:.2f} s] + floor)",
         "derivation": (
-            f"Expected for an open-loop measurement: {samples:,} messages at {rate:g}/s, of which "
-            f"{rate * stall_s:,.0f} were intended during the {stall_s:.2f} s stall (measured "
-            f"between SIGSTOP and SIGCONT) and wait {stall_s:.2f} s, {stall_s - 1 / rate:.3f} s, "
-            f"… on top of the floor ({floor_s * 1e3:.2f} ms, nines' median outside the stall)."
+            f"Expected for an open-loop measurement: {exp_us.size:,} messages at {rate:g}/s, of "
+            f"which {k:,} were intended during the {stall_s:.2f} s stall (measured between "
+            f"SIGSTOP and SIGCONT) and must wait {stall_s:.2f} s, {stall_s - 1 / rate:.3f} s, … "
+            f"on top of the floor ({floor_s * 1e3:.2f} ms, the median of the open-loop prober's "
+            "other samples, which stand for themselves)."
         ),
         "x": [float(v) for v in x],
-        "latency_s": curve,
-        "quantiles_s": {
-            str(q): expected_open_loop(samples, rate, stall_s, floor_s, q) for q in CO_QUANTILES
-        },
+        "latency_s": [float(v) for v in y],
+        "quantiles_s": {str(q): nearest_rank(exp_us.astype(np.int64), q) for q in CO_QUANTILES},
     }
 
 
@@ -101,19 +109,105 @@ def summarise(label: str, latencies_us: list[int], expected: dict[str, Any]) -> 
 # --- adapters to the probe and the naive prober (owned by probes/) --------------------------
 
 
-def _imports() -> tuple[Any, Any, Any]:
-    """The probe agent, its config and the naive prober, or a skip naming what is missing."""
-    try:
+class _Side:
+    """One prober in the race: start it, stop it, then read its latencies (µs)."""
+
+    label: str
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def latencies_us(self) -> list[int]: ...
+
+
+class _NinesProbe(_Side):
+    """nines' ``probes.ProbeAgent``; latencies from its echo records on the echo topic."""
+
+    label = "nines open-loop probe (probes.ProbeAgent)"
+
+    def __init__(self, bootstrap: str, topic: str, echo_topic: str, rate: float) -> None:
         from probes.config import ProbeConfig
 
         from probes import ProbeAgent
-    except ImportError as exc:
-        raise PartSkipped(f"probes.ProbeAgent has not landed yet ({exc})") from None
+
+        self.bootstrap, self.echo_topic = bootstrap, echo_topic
+        self.agent = ProbeAgent(_probe_config(ProbeConfig, bootstrap, topic, echo_topic, rate))
+        self.stats: Any = None
+
+    def start(self) -> None:
+        self.agent.start()
+
+    def stop(self) -> None:
+        self.agent.stop()
+        self.stats = _jsonable(self.agent.stats())
+
+    def latencies_us(self) -> list[int]:
+        return _read_echo_latencies(self.bootstrap, self.echo_topic)
+
+
+class _ReferenceOpenLoop(_Side):
+    """``bench.reference_probers.OpenLoopProber``, standing in until the probe lands."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: float) -> None:
+        from bench.reference_probers import OpenLoopProber
+
+        self.prober = OpenLoopProber(bootstrap, topic, rate)
+        self.label = self.prober.label
+        self.stats: Any = None
+
+    def start(self) -> None:
+        self.prober.start()
+
+    def stop(self) -> None:
+        self.prober.stop()
+        self.stats = {"sent": self.prober.sent, "received": len(self.prober.latencies_us)}
+
+    def latencies_us(self) -> list[int]:
+        return list(self.prober.latencies_us)
+
+
+class _ClosedLoop(_Side):
+    """The naive prober (``probes.naive`` if it has landed, else the reference) in a thread."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: float) -> None:
+        self._stop = threading.Event()
+        self._samples: list[int] = []
+        self._run: Callable[[threading.Event], None]
+        try:
+            from probes import naive
+
+            self._run = _naive_runner(naive, bootstrap, topic, rate, self._samples)
+            self.label = "naive closed-loop prober (probes.naive)"
+        except ImportError:
+            from bench.reference_probers import ClosedLoopProber
+
+            prober = ClosedLoopProber(bootstrap, topic, rate)
+            self._samples = prober.latencies_us
+            self._run = prober.run
+            self.label = prober.label
+        self._thread = threading.Thread(target=self._run, args=(self._stop,), daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def latencies_us(self) -> list[int]:
+        return list(self._samples)
+
+
+def _open_loop(bootstrap: str, topic: str, echo_topic: str, rate: float) -> _Side:
+    """nines' probe if it has landed, else the reference open-loop prober."""
     try:
-        from probes import naive
-    except ImportError as exc:
-        raise PartSkipped(f"probes.naive has not landed yet ({exc})") from None
-    return ProbeAgent, ProbeConfig, naive
+        import probes.config  # noqa: F401
+
+        from probes import ProbeAgent  # noqa: F401
+    except ImportError:
+        return _ReferenceOpenLoop(bootstrap, topic, rate)
+    return _NinesProbe(bootstrap, topic, echo_topic, rate)
 
 
 def _read_echo_latencies(bootstrap: str, topic: str, timeout_s: float = 15.0) -> list[int]:
@@ -166,57 +260,47 @@ def _stall(broker: Any, scenario: Scenario, t0: float) -> float:
 
 def run_co(quick: bool = False, scenario: Scenario | None = None) -> dict[str, Any]:
     """Run the CTRL+Z scenario against a real embedded broker and write ``co.json``."""
-    probe_agent, probe_config, naive = _imports()
     from monitor.broker import EmbeddedBroker
 
     sc = scenario or (QUICK if quick else Scenario())
     probe_topic, echo_topic, naive_topic = "bench.probe", "bench.echoes", "bench.naive"
     topics = [(probe_topic, 1), (echo_topic, 1), (naive_topic, 1)]
     with EmbeddedBroker(brokers=1, topics=topics) as broker:
-        agent = probe_agent(
-            _probe_config(probe_config, broker.bootstrap, probe_topic, echo_topic, sc.rate)
-        )
-        naive_samples: list[int] = []
-        naive_run: Callable[[threading.Event], None] = _naive_runner(
-            naive, broker.bootstrap, naive_topic, sc.rate, naive_samples
-        )
-        stop = threading.Event()
-        thread = threading.Thread(target=naive_run, args=(stop,), daemon=True)
-        agent.start()
-        thread.start()
+        open_loop = _open_loop(broker.bootstrap, probe_topic, echo_topic, sc.rate)
+        closed_loop = _ClosedLoop(broker.bootstrap, naive_topic, sc.rate)
+        open_loop.start()
+        closed_loop.start()
         t0 = time.monotonic()
         stall_s = _stall(broker, sc, t0)
         time.sleep(max(0.0, t0 + sc.run_s - time.monotonic()))
-        stop.set()
-        thread.join(timeout=30)
+        closed_loop.stop()
+        open_loop.stop()
         time.sleep(sc.drain_s)
-        agent.stop()
-        stats = _jsonable(agent.stats())
-        nines_us = _read_echo_latencies(broker.bootstrap, echo_topic)
-    if not nines_us:
-        raise RuntimeError("no echo records read back from the echo topic")
-    outside = np.asarray(nines_us)
-    floor_s = float(np.median(outside[outside < 1_000_000])) / 1e6
-    exp = expectation(len(nines_us), sc.rate, stall_s, floor_s)
+        nines_us = open_loop.latencies_us()
+        naive_us = closed_loop.latencies_us()
+    if not nines_us or not naive_us:
+        raise RuntimeError(f"no latencies read back (open {len(nines_us)}, closed {len(naive_us)})")
+    exp = expectation(nines_us, sc.rate, stall_s)
     payload = {
         "benchmark": "co",
         "quick": quick,
         "title": f"CTRL+Z: broker SIGSTOPped {stall_s:.2f} s, {sc.rate:g} msgs/s, {sc.run_s:g} s",
         "setup": (
-            f"One `EmbeddedBroker` (1 broker), nines' `ProbeAgent` (open loop) and the naive "
-            f"closed-loop prober (`probes.naive`) running at the same time at {sc.rate:g} msgs/s "
-            f"each for {sc.run_s:g} s; the broker process is SIGSTOPped at {sc.stall_at_s:g} s for "
-            f"{stall_s:.2f} s. nines' latencies are the end-to-end latencies of its echo records "
-            "(decoded with `monitor.core.echo.decode_record`); the naive prober's are its own "
+            f"One `EmbeddedBroker` (1 broker). The {open_loop.label} and the {closed_loop.label} "
+            f"run at the same time at {sc.rate:g} msgs/s each for {sc.run_s:g} s; the broker "
+            f"process is SIGSTOPped at {sc.stall_at_s:g} s for {stall_s:.2f} s, then SIGCONTed. "
+            "Open-loop latencies are measured from the intended send time (nines' probe: the "
+            "end-to-end latency of its echo records, decoded with "
+            "`monitor.core.echo.decode_record`); closed-loop latencies are the prober's own "
             "samples."
         ),
         "scenario": sc.__dict__,
         "stall_s": stall_s,
         "quantiles": [str(q) for q in CO_QUANTILES],
         "expected": exp,
-        "nines": summarise("nines open-loop probe", nines_us, exp),
-        "naive": summarise("naive closed-loop prober", naive_samples, exp),
-        "probe_stats": stats,
+        "nines": summarise(open_loop.label, nines_us, exp),
+        "naive": summarise(closed_loop.label, naive_us, exp),
+        "open_loop_stats": getattr(open_loop, "stats", None),
     }
     write_result("co", payload)
     return payload

@@ -213,23 +213,14 @@ def plot_accuracy(acc: Json, out: Path) -> None:
 # --- coordinated omission -------------------------------------------------------------------
 
 
-def percentile_curve(latencies_us: list[int], max_nines: float = 6.0) -> tuple[Any, Any]:
-    """x = 1/(1−p) from 1 to 10**max_nines (capped at the sample count), y = nearest-rank value."""
-    v = np.sort(np.asarray(latencies_us, dtype=np.float64)) / 1e6
-    n = v.size
-    top = min(10**max_nines, float(n))
-    x = np.logspace(0, math.log10(top), 400)
-    p = 1 - 1 / x
-    ranks = np.clip(np.ceil(np.round(p * n, 6)).astype(np.int64), 1, n)
-    return x, v[ranks - 1]
-
-
 def plot_co(co: Json, out: Path) -> None:
     """Latency by percentile of the open-loop probe, the closed-loop prober and the arithmetic."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from bench.coordinated_omission import percentile_curve
 
     fig, ax = plt.subplots(figsize=(8, 4.8))
     for key, style in (("nines", "-"), ("naive", "--")):
@@ -341,8 +332,8 @@ def headline(results: dict[str, Json]) -> list[str]:
             expected = fmt_seconds(co["expected"]["quantiles_s"][q])
             lines.append(
                 f"- **CTRL+Z {qname(q)}**: expected {expected}; "
-                f"nines {fmt_seconds(co['nines']['quantiles_s'][q])} "
-                f"({fmt_error(co['nines']['rel_error'][q])}), closed-loop prober "
+                f"{co['nines']['label']} {fmt_seconds(co['nines']['quantiles_s'][q])} "
+                f"({fmt_error(co['nines']['rel_error'][q])}), {co['naive']['label']} "
                 f"{fmt_seconds(co['naive']['quantiles_s'][q])} "
                 f"({fmt_error(co['naive']['rel_error'][q])})."
             )

@@ -63,14 +63,16 @@ def test_ctrl_z_trace_has_the_open_loop_shape() -> None:
 
 
 def test_open_loop_expectation_matches_the_arithmetic() -> None:
-    from bench.coordinated_omission import expected_open_loop
+    from bench.coordinated_omission import CO_QUANTILES, expectation, expected_samples_us
 
-    # 20 s at 100/s = 2,000 messages; a 5 s stall holds 500 of them (25 %).
-    n, rate, stall, floor = 2000, 100.0, 5.0, 0.001
-    assert expected_open_loop(n, rate, stall, floor, 1.0) == pytest.approx(5.001)
-    assert expected_open_loop(n, rate, stall, floor, 0.5) == pytest.approx(floor)
-    assert expected_open_loop(n, rate, stall, floor, 0.75) == pytest.approx(floor)  # 500 above
-    # p99.9: rank 1998, 2 messages above: the third-longest wait, 5 s − 2/100
-    assert expected_open_loop(n, rate, stall, floor, 0.999) == pytest.approx(5.001 - 0.02)
-    # p87.5: 250 above: halfway down the stall
-    assert expected_open_loop(n, rate, stall, floor, 0.875) == pytest.approx(2.501)
+    # 20 s at 100/s = 2,000 messages at ~1 ms; a 5 s stall holds 500 of them (25 %).
+    measured = [1000] * 2000
+    exp = expected_samples_us(measured, 100.0, 5.0)
+    assert exp.size == 2000
+    assert np.sort(exp)[-1] == pytest.approx(5_001_000)
+    assert np.count_nonzero(exp > 10_000) == 500  # the last one waits 10 ms + floor
+    q = expectation(measured, 100.0, 5.0)["quantiles_s"]
+    assert set(q) == {str(x) for x in CO_QUANTILES}
+    assert q["0.5"] == pytest.approx(0.001)
+    assert q["0.999"] == pytest.approx(5.001 - 0.02)  # rank 1998: 2 above, third-longest wait
+    assert q["1.0"] == pytest.approx(5.001)
