@@ -63,11 +63,12 @@ def expected_samples_us(measured_us: Sequence[int], rate: float, stall_s: float)
 
 
 def percentile_curve(latencies_us: Sequence[float], max_nines: float = 6.0) -> tuple[Any, Any]:
-    """x = 1/(1−p) from 1 to 10**max_nines (capped at the sample count), y = nearest rank (s)."""
+    """x = 1/(1−p) up to 10**max_nines or the sample count, y = nearest rank (s), ending at max."""
     v = np.sort(np.asarray(latencies_us, dtype=np.float64)) / 1e6
     n = v.size
     x = np.logspace(0, math.log10(min(10**max_nines, float(n))), 400)
     ranks = np.clip(np.ceil(np.round((1 - 1 / x) * n, 6)).astype(np.int64), 1, n)
+    ranks[-1] = n  # end the curve at the max, which is where the story is
     return x, v[ranks - 1]
 
 
