@@ -17,7 +17,7 @@ from bench.promql import DEFAULT_BUCKETS_S, cumulative_buckets, histogram_quanti
 from monitor.core.hdr import HdrLayout, SparseHistogram, rank_for_quantile
 
 #: Quantiles the accuracy study scores; ``1.0`` stands for the max.
-STUDY_QUANTILES: Final = (0.99, 0.999, 0.9999, 0.99999, 1.0)
+STUDY_QUANTILES: Final = (0.99, 0.999, 0.9999, 0.99999, 0.999999, 1.0)
 
 Windows = Sequence[npt.NDArray[np.int64]]
 Readings = dict[float, float]
