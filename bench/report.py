@@ -223,7 +223,7 @@ def plot_co(co: Json, out: Path) -> None:
     from bench.coordinated_omission import percentile_curve
 
     fig, ax = plt.subplots(figsize=(8, 4.8))
-    for key, style in (("nines", "-"), ("naive", "--")):
+    for key, style in (("nines", "-"), ("naive", "--"), ("naive_corrected", "-.")):
         run = co.get(key)
         if run and run.get("latencies_us"):
             x, y = percentile_curve(run["latencies_us"])
@@ -253,7 +253,7 @@ def co_section(co: Json, img_rel: str | None) -> str:
     rows = []
     exp = co["expected"]
     rows.append(["**expected (open loop)**", "", *[fmt_seconds(exp["quantiles_s"][q]) for q in qs]])
-    for key in ("nines", "naive"):
+    for key in ("nines", "naive", "naive_corrected"):
         run = co.get(key)
         if not run:
             continue

@@ -76,3 +76,12 @@ def test_open_loop_expectation_matches_the_arithmetic() -> None:
     assert q["0.5"] == pytest.approx(0.001)
     assert q["0.999"] == pytest.approx(5.001 - 0.02)  # rank 1998: 2 above, third-longest wait
     assert q["1.0"] == pytest.approx(5.001)
+
+
+def test_expected_interval_correction_backfills_like_hdrhistogram_java() -> None:
+    """Java's loop: missing = v − i, v − 2i, … while missing ≥ i (hdrh-py records one more)."""
+    from bench.coordinated_omission import corrected_for_expected_interval
+
+    samples = [1_000, 1_200, 53_000, 900]
+    mine = corrected_for_expected_interval(samples, 10_000)
+    assert sorted(mine) == [900, 1_000, 1_200, 13_000, 23_000, 33_000, 43_000, 53_000]
