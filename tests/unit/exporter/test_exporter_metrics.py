@@ -1,0 +1,128 @@
+"""The exporter's exposition: gated quantiles, exact max, cumulative histogram, counters."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import urllib.request
+
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.core.hdr import HdrLayout, SparseHistogram
+from monitor.core.windows import SeriesKey, WindowHistogram, with_topic_rollups
+from monitor.exporter import DEFAULT_LE, LatencyExporter, quantile_table
+
+LAYOUT = HdrLayout()
+
+
+def window(values, partition="0", res="10s", start_s=0, lost=0, kind="e2e") -> WindowHistogram:  # type: ignore[no-untyped-def]
+    span = {"10s": 10, "1m": 60}[res]
+    return WindowHistogram(
+        res,
+        start_s * 1_000_000,
+        (start_s + span) * 1_000_000,
+        SeriesKey("c", "t", partition, kind),
+        SparseHistogram.from_values(LAYOUT, values),
+        lost,
+    )
+
+
+def scrape(registry: CollectorRegistry) -> dict[str, list]:  # type: ignore[type-arg]
+    text = generate_latest(registry).decode()
+    out: dict[str, list] = {}  # type: ignore[type-arg]
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append(s)
+    return out
+
+
+def test_quantiles_are_gated_by_sample_size_and_max_is_exact() -> None:
+    reg = CollectorRegistry()
+    exp = LatencyExporter(reg)
+    rng = np.random.default_rng(3)
+    values = rng.integers(1000, 5000, 500)
+    values[17] = 1_234_567
+    exp.update([window(values)])
+    samples = scrape(reg)
+    quantiles = {s.labels["quantile"] for s in samples["nines_latency_seconds"]}
+    assert quantiles == {"0.5", "0.9", "0.99"}  # 500 samples: p99 yes, p99.9 no
+    (mx,) = samples["nines_latency_max_seconds"]
+    assert mx.value == pytest.approx(1.234567)
+    (n,) = samples["nines_latency_window_samples"]
+    assert n.value == 500
+    exp.update([window(rng.integers(1000, 5000, 1000), start_s=10)])
+    quantiles = {s.labels["quantile"] for s in scrape(reg)["nines_latency_seconds"]}
+    assert "0.999" in quantiles and "0.9999" not in quantiles
+
+
+def test_histogram_is_cumulative_over_finest_windows_only() -> None:
+    reg = CollectorRegistry()
+    exp = LatencyExporter(reg)
+    a = [100, 2_000, 60_000, 3_000_000]
+    b = [150, 40_000]
+    ws = with_topic_rollups([window(a), window(b, partition="1")])
+    coarse = with_topic_rollups([window(a + b, res="1m")])
+    exp.update(ws + coarse)
+    exp.update([window([500], start_s=10)])
+    s = scrape(reg)
+    counts = {(x.labels["partition"]): x.value for x in s["nines_latency_histogram_seconds_count"]}
+    assert counts == {"0": 5, "1": 2}  # no partition="all", no 1m double count
+    buckets = [
+        x for x in s["nines_latency_histogram_seconds_bucket"] if x.labels["partition"] == "0"
+    ]
+    values = [x.value for x in buckets]
+    assert values == sorted(values) and values[-1] == 5
+    le = {x.labels["le"]: x.value for x in buckets}
+    assert (
+        le["0.001"] == 2
+        and le["0.0025"] == 3
+        and le["0.05"] == 3
+        and le["0.1"] == 4
+        and le["2.5"] == 4
+    )
+    assert len(buckets) == len(DEFAULT_LE) + 1
+    echoes = {x.labels["partition"]: x.value for x in s["nines_echoes_total"]}
+    assert echoes == {"0": 5, "1": 2}
+    bad = {x.labels["reason"]: x.value for x in s["nines_bad_echoes_total"]}
+    assert bad["not_json"] == 0 and len(bad) == 8
+    # the 1m window is exported as a gauge with its own window label, and the rollup too
+    maxes = {(x.labels["window"], x.labels["partition"]) for x in s["nines_latency_max_seconds"]}
+    assert ("1m", "all") in maxes and ("10s", "all") in maxes
+
+
+def test_pipeline_health_and_promtool_lint_and_http() -> None:
+    reg = CollectorRegistry()
+    exp = LatencyExporter(reg)
+    exp.update([window([1, 2, 3], lost=1)])
+    exp.set_pipeline_health(0.5, 1000.0, 3.0, 42, 1_800_000_000.0)
+    s = scrape(reg)
+    assert s["nines_stream_batches_total"][0].value == 1
+    assert s["nines_stream_state_rows"][0].value == 42
+    assert s["nines_latency_window_lost"][0].value == 1
+    if shutil.which("promtool"):
+        out = subprocess.run(
+            ["promtool", "check", "metrics"], input=generate_latest(reg), capture_output=True
+        )
+        # The only lint findings are the two names the product contract fixes (docs/metrics.md).
+        findings = [line for line in out.stderr.decode().splitlines() if line.strip()]
+        allowed = (
+            "nines_latency_histogram_seconds metric name should not include type",
+            'nines_latency_seconds non-summary metrics should not have "quantile" label',
+        )
+        assert findings and all(f.startswith(allowed) for f in findings), findings
+    server = exp.serve("127.0.0.1", 0)
+    try:
+        body = urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5).read()
+        assert b"nines_latency_max_seconds" in body
+    finally:
+        server.close()
+
+
+def test_quantile_table_rows() -> None:
+    rows = quantile_table([window(list(range(1, 1001)))])
+    (row,) = rows
+    assert row["samples"] == 1000 and row["max"] == pytest.approx(0.001)
+    assert row["p99.9"] is not None and row["p99.99"] is None
