@@ -1,0 +1,1 @@
+"""One module per dashboard row; each exposes ``ROW`` (title) and ``panels()``."""
