@@ -426,14 +426,23 @@ def status_section(results: dict[str, Json]) -> str:
     run = results.get("run")
     if not run:
         return "_No `run.json`: the runner's status was not recorded._\n"
+    parts = run.get("parts", {})
     rows = [
-        [p, s.get("status", "?"), f"{s.get('wall_s', 0):.1f} s", s.get("reason", "")]
-        for p, s in run.get("parts", {}).items()
+        [
+            p,
+            s.get("status", "?"),
+            f"{s.get('wall_s', 0):.1f} s",
+            s.get("finished", ""),
+            s.get("reason", ""),
+        ]
+        for p, s in parts.items()
     ]
+    total = sum(float(s.get("wall_s", 0)) for s in parts.values())
     return (
-        f"Run: `{' '.join(run.get('argv', []))}`, total wall time **{run.get('wall_s', 0):.0f} s** "
-        f"on {_get(run, 'machine', 'cores')} shared cores.\n\n"
-        + table(["part", "status", "wall time", "note"], rows)
+        f"Last invocation: `{' '.join(run.get('argv', []))}` ({run.get('wall_s', 0):.0f} s) on "
+        f"{_get(run, 'machine', 'cores')} shared cores. The parts below took **{total:.0f} s** "
+        "together (each part's latest run).\n\n"
+        + table(["part", "status", "wall time", "finished (UTC)", "note"], rows)
         + "\n"
     )
 

@@ -100,6 +100,7 @@ def run(parts: list[str], quick: bool) -> dict[str, Any]:
             traceback.print_exc()
             status[part] = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:300]}
         status[part]["wall_s"] = round(time.perf_counter() - t0, 1)
+        status[part]["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         print(f"bench: {part} {status[part]['status']} in {status[part]['wall_s']} s", flush=True)
     previous = RESULTS_DIR / "run.json"
     if previous.exists() and len(parts) < len(PARTS):
