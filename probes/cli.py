@@ -1,18 +1,68 @@
-"""``nines probe``: run an open-loop, coordinated-omission-correct probe that publishes echo records."""
+"""``nines probe``: the open-loop probe that measures from the intended send time."""
 
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
+
+EXAMPLES = """examples:
+  nines probe --bootstrap kafka:9092 --cluster prod
+  nines probe --bootstrap kafka:9092 --echo-bootstrap monitoring:9092 --rate 200 --size 1KiB
+  nines probe --config nines.yaml            # YAML section `probe:`; flags win over the file
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``probe`` subcommand."""
-    p = sub.add_parser("probe", help="Run an open-loop, coordinated-omission-correct probe that publishes echo records.", description="Run an open-loop, coordinated-omission-correct probe that publishes echo records.")
+    p = sub.add_parser(
+        "probe",
+        help="Probe a Kafka cluster at a fixed rate and publish one echo record per message.",
+        description="Sends probe messages on an open-loop fixed-rate schedule to every partition "
+        "of the probe topic (so every broker that leads one is probed), stamps each with its "
+        "INTENDED send time, consumes them back, and publishes one schema-v1 echo record per "
+        "message to the echo topic. A broker stall is counted for every message that should "
+        "have been sent during it. Limits: size <= 1 MiB, total rate <= 20,000 msgs/s.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", help="YAML file; its `probe:` section")
+    p.add_argument("--bootstrap", help="target cluster bootstrap servers")
+    p.add_argument("--echo-bootstrap", help="cluster for echo records (default: --bootstrap)")
+    p.add_argument("--topic", help="probe topic (default nines.probe)")
+    p.add_argument("--echo-topic", help="echo topic (default nines.echoes)")
+    p.add_argument("--rate", help="messages per second per partition (default 100)")
+    p.add_argument("--size", help="payload bytes (default 512; max 1MiB)")
+    p.add_argument("--cluster", help="name of the probed cluster (label)")
+    p.add_argument("--probe-id", help="probe id (default host-pid)")
+    p.add_argument("--loss-timeout", help="declare a message lost after this (default 30s)")
+    p.add_argument("--duration", help="stop after this long (default: until SIGTERM)")
+    p.add_argument("--metrics-host", help="metrics address (default 127.0.0.1)")
+    p.add_argument("--metrics-port", type=int, help="metrics port (default 9465; 0 disables)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Not built yet."""
-    print("nines probe: not implemented yet", file=sys.stderr)
-    return 1
+    """Validate the configuration and probe."""
+    from monitor.config import ConfigError, build, load_yaml, section
+    from probes.agent import run_probe
+    from probes.config import ProbeConfig
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    values = section(load_yaml(args.config), "probe")
+    flags = {
+        "bootstrap": args.bootstrap,
+        "echo_bootstrap": args.echo_bootstrap,
+        "topic": args.topic,
+        "echo_topic": args.echo_topic,
+        "rate": args.rate,
+        "size": args.size,
+        "cluster": args.cluster,
+        "probe_id": args.probe_id,
+        "loss_timeout": args.loss_timeout,
+        "duration": args.duration,
+        "metrics_host": args.metrics_host,
+        "metrics_port": args.metrics_port,
+    }
+    if not values.get("bootstrap") and not args.bootstrap:
+        raise ConfigError("probe.bootstrap: required (--bootstrap or `probe: bootstrap:`)")
+    return run_probe(build(ProbeConfig, values, flags, prefix="probe"))

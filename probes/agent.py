@@ -1,0 +1,343 @@
+"""The probe agent: schedule → producer → consumer → tracker → echo publisher, plus hiccups.
+
+Threads: a sender that follows the open-loop schedule (never waiting for acks or echoes), a
+receiver that consumes the probe topic back, a housekeeper that declares losses and refreshes
+leaders, and the hiccup meter. All timestamps come from one ``ProbeClock``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from monitor.config import ConfigError
+from monitor.core.echo import Echo, Hiccup, encode_record
+from probes.clock import ProbeClock
+from probes.config import MAX_TOTAL_RATE, ProbeConfig
+from probes.hiccup import HiccupMeter
+from probes.payload import decode, encode, probe_hash
+from probes.schedule import Schedule
+from probes.tracker import Tracker
+
+log = logging.getLogger("nines.probe")
+
+HOUSEKEEPING_S = 0.1
+METADATA_REFRESH_S = 2.0
+
+
+class ProbeAgent:
+    """One probe process's worth of probing; ``start()`` then ``stop()``."""
+
+    def __init__(self, config: ProbeConfig) -> None:
+        self.config = config
+        self.clock = ProbeClock()
+        self.tracker = Tracker(
+            config.probe_id,
+            config.cluster,
+            config.topic,
+            config.size,
+            int(config.loss_timeout * 1e6),
+        )
+        self._hash = probe_hash(config.probe_id)
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._sender_done = threading.Event()
+        self._drained = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.leaders: dict[int, int] = {}
+        self.partitions: list[int] = []
+        self.echo_dropped = 0
+        self.echoes_published = 0
+        self._warned_at = 0.0
+        self._server: Any = None
+        self._hiccups: HiccupMeter | None = None
+
+    # -- set-up -------------------------------------------------------------------------------
+
+    def _client_conf(self, bootstrap: str) -> dict[str, Any]:
+        conf: dict[str, Any] = {"bootstrap.servers": bootstrap}
+        conf.update(self.config.client_settings())
+        return conf
+
+    def _discover(self) -> None:
+        """Partitions and leaders of the probe topic; refuse what cannot work."""
+        from confluent_kafka import KafkaException
+
+        try:
+            md = self._producer.list_topics(timeout=5)
+        except KafkaException as exc:
+            raise ConfigError(
+                f"bootstrap: cannot reach {self.config.bootstrap} ({exc.args[0].str()})"
+            ) from None
+        topic = md.topics.get(self.config.topic)
+        if topic is None or topic.error is not None or not topic.partitions:
+            raise ConfigError(
+                f"topic: unknown topic {self.config.topic!r} on "
+                f"{self.config.bootstrap}; create it with one partition per broker"
+            )
+        self.partitions = sorted(topic.partitions)
+        total = self.config.rate * len(self.partitions)
+        if total > MAX_TOTAL_RATE:
+            raise ConfigError(
+                f"rate: {self.config.rate:g}/s × {len(self.partitions)} partitions "
+                f"= {total:g}/s exceeds the limit of {MAX_TOTAL_RATE:g}/s"
+            )
+        self.leaders = {p: topic.partitions[p].leader for p in self.partitions}
+        idle = sorted(set(md.brokers) - set(self.leaders.values()))
+        if idle:
+            log.warning(
+                "brokers %s lead no partition of %s, so they are not probed; add partitions "
+                "(or reassign leaders) so that every broker leads at least one",
+                idle,
+                self.config.topic,
+            )
+
+    def start(self) -> ProbeAgent:
+        """Connect, check the topic, and start probing."""
+        from confluent_kafka import Consumer, Producer, TopicPartition
+
+        cfg = self.config
+        max_queue = max(100_000, int(cfg.rate * 64 * cfg.loss_timeout))
+        self._producer = Producer(
+            {
+                **self._client_conf(cfg.bootstrap),
+                "linger.ms": 0,
+                "acks": "all",
+                "queue.buffering.max.messages": min(max_queue, 10_000_000),
+                "message.timeout.ms": int(cfg.loss_timeout * 1000) + 5000,
+            }
+        )
+        self._discover()
+        self._echo_producer = Producer(
+            {
+                **self._client_conf(cfg.echo_bootstrap or cfg.bootstrap),
+                "linger.ms": 5,
+                "compression.type": "lz4",
+                "queue.buffering.max.messages": cfg.echo_buffer,
+                "message.timeout.ms": 300_000,
+            }
+        )
+        self._consumer = Consumer(
+            {
+                **self._client_conf(cfg.bootstrap),
+                "group.id": f"nines-probe-{cfg.probe_id}",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+                "fetch.min.bytes": 1,
+            }
+        )
+        starts = []
+        for p in self.partitions:
+            _, high = self._consumer.get_watermark_offsets(TopicPartition(cfg.topic, p), timeout=5)
+            starts.append(TopicPartition(cfg.topic, p, high))
+        self._consumer.assign(starts)
+        self.schedule = Schedule(self.partitions, cfg.rate, self.clock.now_us() + 50_000)
+        self._hiccups = HiccupMeter(
+            self.clock, cfg.probe_id, cfg.cluster, cfg.hiccup_interval, self._publish
+        )
+        self._threads = [
+            threading.Thread(target=self._send_loop, name="nines-send", daemon=True),
+            threading.Thread(target=self._receive_loop, name="nines-receive", daemon=True),
+            threading.Thread(target=self._housekeeping_loop, name="nines-house", daemon=True),
+            self._hiccups,
+        ]
+        for t in self._threads:
+            t.start()
+        if cfg.metrics_port:
+            self._serve_metrics()
+        return self
+
+    def _serve_metrics(self) -> None:
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        from probes.metrics import ProbeCollector
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(ProbeCollector(self.stats))
+        self._server, _ = start_http_server(
+            self.config.metrics_port, addr=self.config.metrics_host, registry=registry
+        )
+
+    # -- the loops ----------------------------------------------------------------------------
+
+    def _send_loop(self) -> None:
+        cfg = self.config
+        end_us = None if cfg.duration is None else self.schedule.t0_us + int(cfg.duration * 1e6)
+        produce = self._producer.produce
+        while not self._stopping.is_set():
+            intended, partition, seq = self.schedule.next_due()
+            if end_us is not None and intended >= end_us:
+                break
+            now = self.clock.now_us()
+            if intended > now:
+                self._producer.poll(0)
+                time.sleep(min(intended - now, 5_000) / 1e6)
+                continue
+            payload = encode(self._hash, partition, seq, intended, cfg.size)
+            callback = self._delivery(partition, seq)
+            while True:
+                try:
+                    produce(cfg.topic, value=payload, partition=partition, on_delivery=callback)
+                    break
+                except BufferError:  # the queue is full: wait, keep the intended time
+                    self._producer.poll(0.005)
+                    if self._stopping.is_set():
+                        return
+            with self._lock:
+                self.tracker.sent(
+                    partition, seq, intended, self.clock.now_us(), self.leaders.get(partition, -1)
+                )
+            self.schedule.advance(partition)
+            self._producer.poll(0)
+        self._sender_done.set()
+
+    def _delivery(self, partition: int, seq: int):  # type: ignore[no-untyped-def]
+        def done(err: Any, _msg: Any) -> None:
+            with self._lock:
+                if err is None:
+                    self.tracker.acked(partition, seq, self.clock.now_us())
+                else:
+                    self.tracker.send_failed(partition, err.name())
+
+        return done
+
+    def _receive_loop(self) -> None:
+        while not self._stopping.is_set() or self.tracker.in_flight:
+            if self._stopping.is_set() and self._drained.is_set():
+                break
+            msgs = self._consumer.consume(num_messages=1000, timeout=0.05)
+            if not msgs:
+                continue
+            now = self.clock.now_us()
+            for m in msgs:
+                if m.error():
+                    continue
+                head = decode(m.value())
+                if head is None or head.probe != self._hash:
+                    continue
+                with self._lock:
+                    echo = self.tracker.received(head.partition, head.seq, now)
+                if echo is not None:
+                    self._publish(echo)
+
+    def _housekeeping_loop(self) -> None:
+        last_md = time.monotonic()
+        while not self._drained.is_set():
+            with self._lock:
+                lost = self.tracker.expire(self.clock.now_us())
+            for echo in lost:
+                self._publish(echo)
+            self._producer.poll(0)
+            self._echo_producer.poll(0)
+            if time.monotonic() - last_md > METADATA_REFRESH_S:
+                last_md = time.monotonic()
+                self._refresh_leaders()
+            time.sleep(HOUSEKEEPING_S)
+
+    def _refresh_leaders(self) -> None:
+        try:
+            md = self._producer.list_topics(self.config.topic, timeout=1)
+        except Exception:
+            return
+        topic = md.topics.get(self.config.topic)
+        if topic is not None and topic.error is None:
+            with self._lock:
+                for p, pm in topic.partitions.items():
+                    if pm.leader >= 0:
+                        self.leaders[p] = pm.leader
+
+    def _publish(self, record: Echo | Hiccup) -> None:
+        """Hand an echo to the echo producer; when its bounded buffer is full, count the drop."""
+        try:
+            self._echo_producer.produce(
+                self.config.echo_topic,
+                key=self.config.probe_id,
+                value=encode_record(record),
+                on_delivery=self._echo_done,
+            )
+        except BufferError:
+            self._dropped("echo buffer full")
+
+    def _echo_done(self, err: Any, _msg: Any) -> None:
+        if err is None:
+            self.echoes_published += 1
+        else:
+            self._dropped(err.str())
+
+    def _dropped(self, why: str) -> None:
+        self.echo_dropped += 1
+        now = time.monotonic()
+        if now - self._warned_at > 10:
+            self._warned_at = now
+            log.warning(
+                "dropping echo records (%s): %d dropped so far; probing continues",
+                why,
+                self.echo_dropped,
+            )
+
+    # -- shutdown and state -------------------------------------------------------------------
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait until the schedule ends (``duration``); True if it did."""
+        return self._sender_done.wait(timeout_s)
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Stop scheduling, wait (bounded) for outstanding echoes, flush, close."""
+        timeout_s = self.config.shutdown_timeout if timeout_s is None else timeout_s
+        self._stopping.set()
+        deadline = time.monotonic() + timeout_s
+        while self.tracker.in_flight and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self._drained.set()
+        if self._hiccups:
+            self._hiccups.stop()
+        for t in self._threads:
+            t.join(timeout=5)
+        self._echo_producer.flush(max(0.5, deadline - time.monotonic()))
+        self._consumer.close()
+        if self._server is not None:
+            self._server.shutdown()
+
+    def stats(self) -> dict[str, Any]:
+        """A snapshot of counters (what /metrics shows)."""
+        with self._lock:
+            parts = {
+                p: {**vars(s), "send_errors": dict(s.send_errors)}
+                for p, s in self.tracker.stats.items()
+            }
+            in_flight = len(self.tracker.in_flight)
+            leaders = dict(self.leaders)
+        return {
+            "cluster": self.config.cluster,
+            "topic": self.config.topic,
+            "partitions": parts,
+            "leaders": leaders,
+            "in_flight": in_flight,
+            "echo_dropped": self.echo_dropped,
+            "echo_buffered": len(self._echo_producer),
+            "echoes_published": self.echoes_published,
+            "hiccup_max_us": self._hiccups.last_max_us if self._hiccups else 0,
+        }
+
+
+def run_probe(config: ProbeConfig) -> int:
+    """Probe until SIGTERM/SIGINT or the configured duration; exit status 0 on a clean stop."""
+    import signal
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    agent = ProbeAgent(config).start()
+    log.info(
+        "probing %s (%d partitions, %g msgs/s each) as %s",
+        config.topic,
+        len(agent.partitions),
+        config.rate,
+        config.probe_id,
+    )
+    while not stop.is_set() and not agent.wait(0.2):
+        pass
+    agent.stop()
+    return 0

@@ -1,0 +1,104 @@
+"""Probe configuration: typed, frozen, validated, with explicit hard limits."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from monitor.config import StageConfig
+from monitor.core.units import parse_duration_s, parse_rate, parse_size_bytes
+
+#: Bytes of the probe header inside every payload (see probes.payload).
+HEADER_BYTES = 64
+#: Hard limits: a monitor must never become the load on the system it watches.
+MAX_SIZE_BYTES = 1024 * 1024
+MAX_TOTAL_RATE = 20_000.0
+
+
+def _default_probe_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class ProbeConfig(StageConfig):
+    """Where to probe, how fast, and how long to wait before a message counts as lost."""
+
+    bootstrap: str
+    echo_bootstrap: str | None = None
+    topic: str = "nines.probe"
+    echo_topic: str = "nines.echoes"
+    rate: float = 100.0
+    size: int = 512
+    cluster: str = "default"
+    probe_id: str = Field(default_factory=_default_probe_id)
+    loss_timeout: float = 30.0
+    echo_buffer: int = 100_000
+    hiccup_interval: float = 1.0
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 9465
+    shutdown_timeout: float = 10.0
+    duration: float | None = None
+    kafka: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("rate", mode="before")
+    @classmethod
+    def _rate(cls, v: Any) -> float:
+        rate = parse_rate(v)
+        if rate <= 0:
+            raise ValueError("must be > 0 messages per second per partition")
+        return rate
+
+    @field_validator("size", mode="before")
+    @classmethod
+    def _size(cls, v: Any) -> int:
+        size = parse_size_bytes(v)
+        if not HEADER_BYTES <= size <= MAX_SIZE_BYTES:
+            raise ValueError(f"must be between {HEADER_BYTES} and {MAX_SIZE_BYTES} bytes")
+        return size
+
+    @field_validator("loss_timeout", "hiccup_interval", "shutdown_timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> float:
+        seconds = parse_duration_s(v)
+        if seconds <= 0:
+            raise ValueError("must be > 0")
+        return seconds
+
+    @field_validator("duration", mode="before")
+    @classmethod
+    def _optional_duration(cls, v: Any) -> float | None:
+        return None if v is None else parse_duration_s(v)
+
+    @field_validator("echo_buffer")
+    @classmethod
+    def _buffer(cls, v: int) -> int:
+        if not 1 <= v <= 10_000_000:
+            raise ValueError("must be between 1 and 10,000,000 records")
+        return v
+
+    @field_validator("metrics_port")
+    @classmethod
+    def _port(cls, v: int) -> int:
+        if not 0 <= v <= 65535:
+            raise ValueError("must be a TCP port (0 disables)")
+        return v
+
+    @model_validator(mode="after")
+    def _echo_default(self) -> ProbeConfig:
+        if self.echo_bootstrap is None:
+            object.__setattr__(self, "echo_bootstrap", self.bootstrap)
+        return self
+
+    def client_settings(self) -> dict[str, str]:
+        """librdkafka pass-through settings with ``env:VAR`` / ``file:PATH`` secrets resolved."""
+        out = {}
+        for key, value in self.kafka.items():
+            if value.startswith("env:"):
+                value = os.environ.get(value[4:], "")
+            elif value.startswith("file:"):
+                value = Path(value[5:]).read_text().strip()
+            out[key] = value
+        return out

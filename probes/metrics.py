@@ -1,0 +1,73 @@
+"""The probe's own /metrics: counters per partition, echo buffer health, pauses."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+_COUNTERS = (
+    ("sent", "Messages handed to the producer."),
+    ("acked", "Messages acknowledged by the broker."),
+    ("received", "Messages consumed back (first arrival)."),
+    ("lost", "Messages declared lost after the loss timeout."),
+    ("late_after_loss", "Arrivals after being declared lost (not double counted)."),
+    ("duplicates", "Repeated arrivals of a sequence number."),
+    ("out_of_order", "Arrivals with a lower sequence number than one already seen."),
+)
+
+
+class ProbeCollector(Collector):
+    """Builds fresh families from the agent's ``stats()`` snapshot on every scrape."""
+
+    def __init__(self, snapshot: Callable[[], dict[str, Any]]) -> None:
+        self.snapshot = snapshot
+
+    def collect(self) -> Iterator[Any]:
+        """Metric families of the current snapshot."""
+        s = self.snapshot()
+        labels = ["cluster", "topic", "partition"]
+        base = [s["cluster"], s["topic"]]
+        for name, doc in _COUNTERS:
+            fam = CounterMetricFamily(f"nines_probe_{name}", doc, labels=labels)
+            for p, stats in sorted(s["partitions"].items()):
+                fam.add_metric([*base, str(p)], stats[name])
+            yield fam
+        errors = CounterMetricFamily(
+            "nines_probe_send_errors", "Produce failures.", labels=[*labels, "error"]
+        )
+        leader = GaugeMetricFamily(
+            "nines_probe_partition_leader", "Broker id leading the partition.", labels=labels
+        )
+        for p, stats in sorted(s["partitions"].items()):
+            for error, n in sorted(stats["send_errors"].items()):
+                errors.add_metric([*base, str(p), error], n)
+            leader.add_metric([*base, str(p)], s["leaders"].get(p, -1))
+        yield errors
+        yield leader
+        yield _gauge(
+            "nines_probe_in_flight", "Messages sent, not yet received or lost.", s["in_flight"]
+        )
+        yield CounterMetricFamily(
+            "nines_probe_echo_dropped",
+            "Echo records dropped: the bounded echo buffer was full.",
+            value=s["echo_dropped"],
+        )
+        yield _gauge(
+            "nines_probe_echo_buffered",
+            "Echo records waiting for the echo cluster.",
+            s["echo_buffered"],
+        )
+        hic = GaugeMetricFamily(
+            "nines_probe_hiccup_max_seconds",
+            "Longest probe pause in the last hiccup interval.",
+            labels=["cluster"],
+        )
+        hic.add_metric([s["cluster"]], s["hiccup_max_us"] / 1e6)
+        yield hic
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)

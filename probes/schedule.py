@@ -1,0 +1,39 @@
+"""The open-loop schedule: message k of a partition is intended at t0 + k / rate, whatever happens.
+
+When the probe falls behind (broker stall, full queue, its own pause) the backlog keeps its
+original intended times: nothing is skipped or re-timed, so a stall is counted for every message
+that should have been sent during it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Schedule:
+    """Per-partition fixed-rate schedule, staggered so partitions do not send in lock step."""
+
+    partitions: list[int]
+    rate_per_s: float
+    t0_us: int
+    next_seq: dict[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.next_seq = {p: 0 for p in self.partitions}
+        n = len(self.partitions)
+        self._offset_us = {
+            p: int(i * 1e6 / (self.rate_per_s * n)) for i, p in enumerate(self.partitions)
+        }
+
+    def intended_us(self, partition: int, seq: int) -> int:
+        """When message ``seq`` of ``partition`` is supposed to be sent."""
+        return self.t0_us + self._offset_us[partition] + int(seq * 1e6 / self.rate_per_s)
+
+    def next_due(self) -> tuple[int, int, int]:
+        """(intended_us, partition, seq) of the earliest unsent message."""
+        return min((self.intended_us(p, s), p, s) for p, s in self.next_seq.items())
+
+    def advance(self, partition: int) -> None:
+        """Mark the partition's next message as sent."""
+        self.next_seq[partition] += 1
