@@ -78,11 +78,6 @@ class Tracker:
         """A probe message came back; its echo, or None for duplicates and late-after-loss."""
         stats = self._p(partition)
         key = (partition, seq)
-        highest = self._highest_seq.get(partition, -1)
-        if seq < highest:
-            stats.out_of_order += 1
-        else:
-            self._highest_seq[partition] = seq
         msg = self.in_flight.pop(key, None)
         if msg is None:
             if key in self._lost:
@@ -91,6 +86,10 @@ class Tracker:
             else:
                 stats.duplicates += 1
             return None
+        if seq < self._highest_seq.get(partition, -1):
+            stats.out_of_order += 1
+        else:
+            self._highest_seq[partition] = seq
         stats.received += 1
         return self._echo(partition, seq, msg, received_us=received_us)
 
