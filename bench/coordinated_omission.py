@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,12 +144,22 @@ class _NinesProbe(_Side):
     label = "nines open-loop probe (probes.ProbeAgent)"
 
     def __init__(self, bootstrap: str, topic: str, echo_topic: str, rate: float) -> None:
+        from probes import ProbeAgent
         from probes.config import ProbeConfig
 
-        from probes import ProbeAgent
-
         self.bootstrap, self.echo_topic = bootstrap, echo_topic
-        self.agent = ProbeAgent(_probe_config(ProbeConfig, bootstrap, topic, echo_topic, rate))
+        self.probe_id = f"bench-co-{time.time_ns()}"
+        self.agent = ProbeAgent(
+            ProbeConfig(
+                bootstrap=bootstrap,
+                topic=topic,
+                echo_topic=echo_topic,
+                rate=rate,
+                metrics_port=0,
+                probe_id=self.probe_id,
+                cluster="bench",
+            )
+        )
         self.stats: Any = None
 
     def start(self) -> None:
@@ -160,7 +170,7 @@ class _NinesProbe(_Side):
         self.stats = _jsonable(self.agent.stats())
 
     def latencies_us(self) -> list[int]:
-        return _read_echo_latencies(self.bootstrap, self.echo_topic)
+        return _read_echo_latencies(self.bootstrap, self.echo_topic, self.probe_id)
 
 
 class _ReferenceOpenLoop(_Side):
@@ -188,29 +198,36 @@ class _ClosedLoop(_Side):
     """The naive prober (``probes.naive`` if it has landed, else the reference) in a thread."""
 
     def __init__(self, bootstrap: str, topic: str, rate: float) -> None:
-        self._stop = threading.Event()
         self._samples: list[int] = []
-        self._run: Callable[[threading.Event], None]
         try:
-            from probes import naive
-
-            self._run = _naive_runner(naive, bootstrap, topic, rate, self._samples)
-            self.label = "naive closed-loop prober (probes.naive)"
+            from probes.naive import NaiveProber
         except ImportError:
+            NaiveProber = None
+        if NaiveProber is not None:
+            self._naive: Any = NaiveProber(bootstrap, topic, 0, interval_s=1 / rate)
+            self.label = "naive closed-loop prober (probes.naive)"
+        else:
             from bench.reference_probers import ClosedLoopProber
 
+            self._naive = None
+            self._stop = threading.Event()
             prober = ClosedLoopProber(bootstrap, topic, rate)
             self._samples = prober.latencies_us
-            self._run = prober.run
+            self._thread = threading.Thread(target=prober.run, args=(self._stop,), daemon=True)
             self.label = prober.label
-        self._thread = threading.Thread(target=self._run, args=(self._stop,), daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        if self._naive is not None:
+            self._naive.start()
+        else:
+            self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
+        if self._naive is not None:
+            self._samples = list(self._naive.stop())
+        else:
+            self._stop.set()
+            self._thread.join(timeout=30)
 
     def latencies_us(self) -> list[int]:
         return list(self._samples)
@@ -220,15 +237,16 @@ def _open_loop(bootstrap: str, topic: str, echo_topic: str, rate: float) -> _Sid
     """nines' probe if it has landed, else the reference open-loop prober."""
     try:
         import probes.config  # noqa: F401
-
         from probes import ProbeAgent  # noqa: F401
     except ImportError:
         return _ReferenceOpenLoop(bootstrap, topic, rate)
     return _NinesProbe(bootstrap, topic, echo_topic, rate)
 
 
-def _read_echo_latencies(bootstrap: str, topic: str, timeout_s: float = 15.0) -> list[int]:
-    """End-to-end latencies (µs, lost = timeout) of every echo record on the echo topic."""
+def _read_echo_latencies(
+    bootstrap: str, topic: str, probe_id: str, timeout_s: float = 20.0
+) -> list[int]:
+    """End-to-end latencies (µs, lost = timeout) of one probe's echo records on the echo topic."""
     from confluent_kafka import Consumer, KafkaError
 
     from monitor.core.echo import Echo, decode_record
@@ -258,7 +276,7 @@ def _read_echo_latencies(bootstrap: str, topic: str, timeout_s: float = 15.0) ->
                 raise RuntimeError(f"echo consumer: {msg.error()}")
             idle_since = time.monotonic()
             rec = decode_record(msg.value())
-            if isinstance(rec, Echo) and rec.end_to_end_us is not None:
+            if isinstance(rec, Echo) and rec.probe == probe_id and rec.end_to_end_us is not None:
                 out.append(int(rec.end_to_end_us))
     finally:
         c.close()
@@ -341,21 +359,3 @@ def _jsonable(obj: Any) -> Any:
     if isinstance(obj, int | float | str | bool) or obj is None:
         return obj
     return repr(obj)
-
-
-def _probe_config(config_cls: Any, bootstrap: str, topic: str, echo_topic: str, rate: float) -> Any:
-    """A probe config for one partition at ``rate``; adapted to ``probes.config.ProbeConfig``."""
-    return config_cls(bootstrap=bootstrap, topic=topic, echo_topic=echo_topic, rate=rate)
-
-
-def _naive_runner(
-    naive: Any, bootstrap: str, topic: str, rate: float, samples: list[int]
-) -> Callable[[threading.Event], None]:
-    """A callable that runs the naive prober until the event is set, appending its samples."""
-
-    def go(stop: threading.Event) -> None:
-        prober = naive.NaiveProber(bootstrap=bootstrap, topic=topic, rate=rate)
-        while not stop.is_set():
-            samples.append(int(prober.probe_once_us()))
-
-    return go

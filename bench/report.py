@@ -328,7 +328,13 @@ def headline(results: dict[str, Json]) -> list[str]:
     lines: list[str] = []
     co = results.get("co")
     if co and co.get("nines") and co.get("naive"):
-        for q in ("0.999", "1.0"):
+        sc = co.get("scenario", {})
+        lines.append(
+            f"- **CTRL+Z** ({co.get('title', '')}): the open-loop probe recorded "
+            f"{co['nines']['samples']:,} samples, the closed-loop prober "
+            f"{co['naive']['samples']:,} at a target of {sc.get('rate', '?')}/s."
+        )
+        for q in ("0.99", "0.999", "1.0"):
             expected = fmt_seconds(co["expected"]["quantiles_s"][q])
             lines.append(
                 f"- **CTRL+Z {qname(q)}**: expected {expected}; "
