@@ -330,7 +330,8 @@ def headline(results: dict[str, Json]) -> list[str]:
     if co and co.get("nines") and co.get("naive"):
         sc = co.get("scenario", {})
         lines.append(
-            f"- **CTRL+Z** ({co.get('title', '')}): the open-loop probe recorded "
+            f"- **CTRL+Z** ({co.get('title', '').removeprefix('CTRL+Z: ')}): the open-loop probe "
+            "recorded "
             f"{co['nines']['samples']:,} samples, the closed-loop prober "
             f"{co['naive']['samples']:,} at a target of {sc.get('rate', '?')}/s."
         )
