@@ -1,0 +1,41 @@
+"""Counters of one micro-batch's closed windows: what was counted besides latency."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from monitor.core.windows import SeriesKey
+
+TopicKey = tuple[str, str, str]  # cluster, topic, partition
+
+
+def _add(a: Mapping[object, int], b: Mapping[object, int]) -> dict[object, int]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v
+    return out
+
+
+@dataclass(frozen=True)
+class StreamCounters:
+    """Echoes, losses, late and bad records, overflow and vanished offsets, by what they concern."""
+
+    echoes: dict[TopicKey, int] = field(default_factory=dict)
+    lost: dict[TopicKey, int] = field(default_factory=dict)
+    late: dict[TopicKey, int] = field(default_factory=dict)
+    overflow: dict[SeriesKey, int] = field(default_factory=dict)
+    bad: dict[str, int] = field(default_factory=dict)
+    data_loss: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def merge(self, other: StreamCounters) -> StreamCounters:
+        """Both batches' counts added."""
+        return StreamCounters(
+            **{
+                name: _add(getattr(self, name), getattr(other, name))
+                for name in ("echoes", "lost", "late", "overflow", "bad", "data_loss")
+            }  # type: ignore[arg-type]
+        )
+
+    #: HdrHistogram vocabulary: ``add`` merges.
+    add = merge
