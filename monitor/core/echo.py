@@ -101,7 +101,7 @@ def encode_record(record: Echo | Hiccup) -> bytes:
     return json.dumps(asdict(record), separators=(",", ":")).encode()
 
 
-def _int(obj: dict[str, Any], name: str, *, nullable: bool = False) -> int | None:
+def _int(obj: dict[str, Any], name: str, *, nullable: bool = False, minimum: int = 0) -> int | None:
     if name not in obj:
         if nullable:
             return None
@@ -111,7 +111,7 @@ def _int(obj: dict[str, Any], name: str, *, nullable: bool = False) -> int | Non
         return None
     if not isinstance(value, int) or isinstance(value, bool):
         raise BadEcho("bad_type", f"{name} must be an integer")
-    if value < 0:
+    if value < minimum:
         raise BadEcho("negative", name)
     return value
 
@@ -160,7 +160,9 @@ def decode_record(data: bytes | str) -> Echo | Hiccup:
     if kind != "echo":
         raise BadEcho("type", repr(kind))
     strs = {name: _str(obj, name) for name in _ECHO_STR_FIELDS}
-    ints = {name: _int(obj, name) for name in _ECHO_INT_FIELDS}
+    ints = {
+        name: _int(obj, name, minimum=-1 if name == "leader" else 0) for name in _ECHO_INT_FIELDS
+    }
     intended, sent = _time(obj, "intended_us"), _time(obj, "sent_us")
     acked = _time(obj, "acked_us", nullable=True)
     received = _time(obj, "received_us", nullable=True)

@@ -1,0 +1,317 @@
+"""The stream job: source → parse → late marking → HDR buckets → windowed state → sink.
+
+Each stage is a function DataFrame → DataFrame; ``foreachBatch`` receives only closed windows
+(append mode: each exactly once), turns them into histograms and hands them to the exporter and
+the archive. With a checkpoint, a killed job restarts exactly where Spark's logs say.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from monitor.core.hdr import HdrLayout, SparseHistogram
+from monitor.core.windows import SeriesKey, WindowHistogram, with_topic_rollups
+from monitor.exporter import LatencyExporter, MetricsServer
+from streaming.config import StreamConfig
+from streaming.counters import StreamCounters
+from streaming.histograms import STAT_PREFIX, latency_rows, windowed_histograms
+
+log = logging.getLogger("nines.stream")
+
+BatchCallback = Callable[[int, list[WindowHistogram], StreamCounters], None]
+
+
+def spark_session(config: StreamConfig) -> Any:
+    """A Spark session for the job (local mode by default), quiet and with few partitions."""
+    import os
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    # Spark's Python workers must run this interpreter (it has pyarrow, confluent-kafka, nines).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master(config.master)
+        .appName("nines-stream")
+        .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def read_echoes(spark: Any, config: StreamConfig, checkpoint: str) -> Any:
+    """Source: echo records from Kafka as parsed rows (Python data source, or Spark's kafka)."""
+    if config.source == "kafka":
+        return _read_builtin_kafka(spark, config)
+    from streaming.source import NinesKafkaDataSource
+
+    spark.dataSource.register(NinesKafkaDataSource)
+    return (
+        spark.readStream.format("nines-kafka")
+        .option("bootstrap", config.bootstrap)
+        .option("topic", config.echo_topic)
+        .option("startingOffsets", config.starting_offsets)
+        .option("maxRecordsPerBatch", str(config.max_records_per_batch))
+        .option("checkpoint", checkpoint)
+        .option("finestWindowUs", str(config.finest_us))
+        .option("kafka", json.dumps(config.kafka))
+        .load()
+    )
+
+
+def _read_builtin_kafka(spark: Any, config: StreamConfig) -> Any:
+    """Spark's own kafka source (needs spark-sql-kafka on the classpath; see docs)."""
+    import pyarrow as pa
+
+    from streaming.parse import parse_values
+    from streaming.source import SOURCE_SCHEMA, SPARK_SCHEMA
+
+    def parse(batches: Any) -> Any:
+        for b in batches:
+            parsed = parse_values(b.column("value").to_pylist())
+            n = pa.array([1] * parsed.num_rows, pa.int64())
+            yield pa.RecordBatch.from_arrays(
+                [*parsed.columns, parsed.column("intended_us"), n], schema=SOURCE_SCHEMA
+            )
+
+    raw = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", config.bootstrap)
+        .option("subscribe", config.echo_topic)
+        .option("startingOffsets", config.starting_offsets)
+        .option("failOnDataLoss", "false")
+        .option("maxOffsetsPerTrigger", str(config.max_records_per_batch))
+        .load()
+        .select("value")
+    )
+    return raw.mapInArrow(parse, SPARK_SCHEMA)
+
+
+def with_event_time(echoes: Any, config: StreamConfig) -> Any:
+    """Event time = intended send time; the watermark trails it by ``config.watermark``."""
+    from pyspark.sql import functions as F
+
+    return echoes.withColumn("event_ts", F.timestamp_micros("event_us")).withWatermark(
+        "event_ts", f"{int(config.watermark * 1000)} milliseconds"
+    )
+
+
+def build_query(spark: Any, config: StreamConfig, checkpoint: str) -> Any:
+    """The whole chain up to the aggregated closed-window rows."""
+    layout = HdrLayout(config.lowest_us, int(config.highest * 1e6), config.digits)
+    resolutions_us = {r: s * 1_000_000 for r, s in config.window_seconds.items()}
+    finest = min(resolutions_us, key=lambda r: resolutions_us[r])
+    echoes = with_event_time(read_echoes(spark, config, checkpoint), config)
+    rows = latency_rows(echoes, resolutions_us, finest)
+    return windowed_histograms(rows, layout, int(config.watermark * 1000))
+
+
+def closed_windows(
+    rows: list[Any], layout: HdrLayout, resolutions_us: dict[str, int]
+) -> tuple[list[WindowHistogram], StreamCounters]:
+    """Histograms and counters from the collected aggregate rows of one micro-batch."""
+    groups: dict[tuple[str, int, str, str, str, str], list[Any]] = {}
+    counters: dict[str, dict[Any, int]] = {k: {} for k in ("late", "bad", "data_loss")}
+    for r in rows:
+        end_us = _micros(r["window_end"])
+        if r["kind"].startswith(STAT_PREFIX):
+            _, what, *reason = r["kind"].split(":")
+            if what == "late":
+                key: Any = (r["cluster"], r["topic"], r["partition"])
+            elif what == "bad":
+                key = reason[0] if reason else "unknown"
+            else:
+                key = (r["topic"], r["partition"])
+            counters.setdefault(what, {})
+            counters[what][key] = counters[what].get(key, 0) + int(r["count"])
+            continue
+        k = (r["resolution"], end_us, r["cluster"], r["topic"], r["partition"], r["kind"])
+        groups.setdefault(k, []).append(r)
+    windows = []
+    for (res, end_us, cluster, topic, partition, kind), rs in groups.items():
+        hist = SparseHistogram.from_counts(
+            layout,
+            [r["bucket"] for r in rs],
+            [r["count"] for r in rs],
+            max(r["max_us"] for r in rs),
+            sum(r["sum_us"] for r in rs),
+        )
+        windows.append(
+            WindowHistogram(
+                res,
+                end_us - resolutions_us[res],
+                end_us,
+                SeriesKey(cluster, topic, partition, kind),
+                hist,
+                int(sum(r["lost"] for r in rs)),
+            )
+        )
+    finest = min(resolutions_us, key=lambda r: resolutions_us[r])
+    echoes: dict[Any, int] = {}
+    lost: dict[Any, int] = {}
+    overflow: dict[SeriesKey, int] = {}
+    for w in windows:
+        if w.resolution != finest:
+            continue
+        if w.series.kind == "e2e":
+            key = (w.series.cluster, w.series.topic, w.series.partition)
+            echoes[key] = echoes.get(key, 0) + w.hist.total
+            lost[key] = lost.get(key, 0) + w.lost
+        if w.hist.overflow:
+            overflow[w.series] = w.hist.overflow
+    windows.sort(
+        key=lambda w: (
+            w.resolution,
+            w.window_start_us,
+            w.series.cluster,
+            w.series.topic,
+            w.series.partition,
+            w.series.kind,
+        )
+    )
+    return windows, StreamCounters(
+        echoes, lost, counters["late"], overflow, counters["bad"], counters["data_loss"]
+    )
+
+
+def _micros(ts: datetime) -> int:
+    from datetime import UTC
+
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=UTC)
+    return round(ts.timestamp() * 1_000_000)
+
+
+class StreamJob:
+    """The running query plus its exporter; ``start()``, then ``stop()``."""
+
+    def __init__(
+        self, config: StreamConfig, spark: Any = None, on_batch: BatchCallback | None = None
+    ) -> None:
+        self.config = config
+        self.spark = spark
+        self.on_batch = on_batch
+        self.layout = HdrLayout(config.lowest_us, int(config.highest * 1e6), config.digits)
+        self.resolutions_us = {r: s * 1_000_000 for r, s in config.window_seconds.items()}
+        finest = min(self.resolutions_us, key=lambda r: self.resolutions_us[r])
+        self.exporter = LatencyExporter(finest_resolution=finest)
+        self.server: MetricsServer | None = None
+        self.query: Any = None
+        self.batches = 0
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The port /metrics is served on (None before ``start``)."""
+        return self.server.port if self.server else None
+
+    @property
+    def checkpoint(self) -> str:
+        """Spark's checkpoint location (a temp dir when none is configured)."""
+        if self.config.checkpoint:
+            return self.config.checkpoint
+        if self._tmp is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="nines-ckpt-")
+        return self._tmp.name
+
+    def start(self, serve: bool = True) -> StreamJob:
+        """Build and start the query; serve /metrics."""
+        if self.spark is None:
+            self.spark = spark_session(self.config)
+        if serve:
+            self.server = self.exporter.serve(self.config.metrics_host, self.config.metrics_port)
+        aggregated = build_query(self.spark, self.config, self.checkpoint)
+        self.query = (
+            aggregated.writeStream.outputMode("append")
+            .foreachBatch(self._sink)
+            .option("checkpointLocation", self.checkpoint)
+            .trigger(processingTime=f"{int(self.config.trigger * 1000)} milliseconds")
+            .queryName(f"nines-{id(self)}")
+            .start()
+        )
+        return self
+
+    def _sink(self, df: Any, batch_id: int) -> None:
+        rows = [r.asDict() for r in df.collect()]
+        windows, counters = closed_windows(rows, self.layout, self.resolutions_us)
+        windows = with_topic_rollups(windows)
+        if self.config.archive:
+            from streaming.archive import write_windows
+
+            write_windows(self.config.archive, batch_id, windows)
+        self.exporter.update(windows, counters)
+        self._health()
+        with self._lock:
+            self.batches += 1
+        if self.on_batch:
+            self.on_batch(batch_id, windows, counters)
+
+    def _health(self) -> None:
+        progress = self.query.lastProgress if self.query else None
+        if not progress:
+            return
+        duration_s = progress.get("durationMs", {}).get("triggerExecution", 0) / 1000
+        wm = progress.get("eventTime", {}).get("watermark")
+        lag_s = 0.0
+        if wm:
+            wm_s = datetime.fromisoformat(wm.replace("Z", "+00:00")).timestamp()
+            lag_s = max(0.0, time.time() - wm_s) if wm_s > 0 else 0.0
+        state = sum(op.get("numRowsTotal", 0) for op in progress.get("stateOperators", []))
+        self.exporter.set_pipeline_health(
+            duration_s, float(progress.get("inputRowsPerSecond") or 0.0), lag_s, state, time.time()
+        )
+
+    def latest_windows(self) -> dict[str, list[WindowHistogram]]:
+        """Resolution → the latest closed window of each series."""
+        return self.exporter.latest_windows()
+
+    def process_all_available(self) -> None:
+        """Block until everything currently in Kafka has been processed (tests, demo)."""
+        self.query.processAllAvailable()
+
+    def await_termination(self, timeout_s: float | None = None) -> bool:
+        """Wait for the query to end."""
+        return bool(self.query.awaitTermination(timeout_s))
+
+    def stop(self) -> None:
+        """Stop the query and the metrics server."""
+        if self.query is not None:
+            try:
+                self.query.stop()
+            except Exception:
+                log.exception("stopping the query")
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+
+def run_stream(config: StreamConfig) -> int:
+    """Run until SIGTERM/SIGINT (exit 0) or until the query fails (exit 1)."""
+    import signal
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    job = StreamJob(config).start()
+    log.info("nines stream: /metrics on %s:%s", config.metrics_host, job.metrics_port)
+    try:
+        while not stop.is_set():
+            if not job.query.isActive:
+                exc = job.query.exception()
+                log.error("the query stopped: %s", exc)
+                return 1
+            stop.wait(0.5)
+    finally:
+        job.stop()
+    return 0

@@ -1,0 +1,242 @@
+"""The Kafka source: a Spark Python Data Source over confluent-kafka, yielding Arrow batches.
+
+Pickle rules first: the reader is pickled to Spark's Python workers, so it holds only plain
+configuration; Kafka clients are opened inside ``latestOffset``/``read``, never in constructors.
+
+Offsets are Spark-managed (per-partition next offsets in the checkpoint), one Spark input
+partition per Kafka partition. Two things are decided here so that nothing is lost silently:
+
+* **Retention gaps**: offsets that vanished before we read them are counted (a ``data_loss``
+  row), and reading continues, like Spark's ``failOnDataLoss=false``.
+* **Late echoes**: Spark drops rows behind its watermark without a trace. ``partitions()`` runs
+  after Spark has logged the batch's offsets, so it reads Spark's own ``batchWatermarkMs`` from
+  the offset log and ``read()`` turns every echo whose finest window has already closed into a
+  counted ``late`` row. Replays read the same log line, so this is deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+from streaming.parse import PARSED_SCHEMA, parse_values
+
+#: Row types the source emits: parsed echoes and hiccups, plus counted-not-measured rows.
+SOURCE_SCHEMA = pa.schema([*PARSED_SCHEMA, ("event_us", pa.int64()), ("n", pa.int64())])
+SPARK_SCHEMA = (
+    "rtype string, reason string, cluster string, topic string, partition bigint, "
+    "intended_us bigint, sent_us bigint, acked_us bigint, received_us bigint, lost boolean, "
+    "timeout_us bigint, max_us bigint, event_us bigint, n bigint"
+)
+FETCH_BATCH = 10_000
+IDLE_GIVE_UP_S = 10.0
+
+
+@dataclass
+class KafkaRange(InputPartition):
+    """One Kafka partition's offsets [start, end) for one micro-batch."""
+
+    partition: int
+    start: int
+    end: int
+    watermark_us: int
+
+    def __init__(self, partition: int, start: int, end: int, watermark_us: int) -> None:
+        super().__init__(partition)
+        self.partition, self.start, self.end = partition, start, end
+        self.watermark_us = watermark_us
+
+
+def batch_watermark_us(checkpoint: str | None) -> int:
+    """Spark's event-time watermark for the batch being planned (0 before the first)."""
+    if not checkpoint:
+        return 0
+    offsets = Path(checkpoint) / "offsets"
+    try:
+        ids = [int(p.name) for p in offsets.iterdir() if p.name.isdigit()]
+    except FileNotFoundError:
+        return 0
+    if not ids:
+        return 0
+    lines = (offsets / str(max(ids))).read_text().splitlines()
+    return int(json.loads(lines[1]).get("batchWatermarkMs", 0)) * 1000
+
+
+class NinesKafkaDataSource(DataSource):
+    """``spark.readStream.format("nines-kafka")``: echo records from a Kafka topic."""
+
+    @classmethod
+    def name(cls) -> str:
+        """Format name."""
+        return "nines-kafka"
+
+    def schema(self) -> str:
+        """Parsed echoes plus counted rows."""
+        return SPARK_SCHEMA
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        """A reader over the configured topic."""
+        return KafkaEchoReader(dict(self.options))
+
+
+class KafkaEchoReader(DataSourceStreamReader):
+    """Spark-managed offsets over one topic; reads each partition range into Arrow batches."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        opts = {k.lower(): v for k, v in options.items()}  # Spark's options are case-insensitive
+        self.bootstrap = opts["bootstrap"]
+        self.topic = opts["topic"]
+        self.starting = opts.get("startingoffsets", "latest")
+        self.max_rows = int(opts.get("maxrecordsperbatch", "1000000"))
+        self.checkpoint = opts.get("checkpoint")
+        self.finest_us = int(opts.get("finestwindowus", "10000000"))
+        self.kafka = json.loads(opts.get("kafka", "{}"))
+
+    def _consumer(self) -> Any:
+        from confluent_kafka import Consumer
+
+        return Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"nines-stream-{os.getpid()}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "fetch.wait.max.ms": 50,
+                **self.kafka,
+            }
+        )
+
+    def _watermarks(self) -> dict[str, tuple[int, int]]:
+        from confluent_kafka import TopicPartition
+
+        c = getattr(self, "_client", None)
+        if c is None:
+            c = self._client = self._consumer()
+        md = c.list_topics(self.topic, timeout=10)
+        parts = md.topics[self.topic].partitions
+        return {
+            str(p): c.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)
+            for p in sorted(parts)
+        }
+
+    def initialOffset(self) -> dict:
+        """Earliest or latest offsets of every partition."""
+        marks = self._watermarks()
+        pick = 0 if self.starting == "earliest" else 1
+        return {p: marks[p][pick] for p in marks}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``maxRecordsPerBatch`` bounds each micro-batch."""
+        return ReadMaxRows(self.max_rows)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """High watermarks, capped so one batch reads at most the limit's rows."""
+        marks = self._watermarks()
+        end = {p: max(marks[p][1], start.get(p, 0)) for p in marks}
+        if isinstance(limit, ReadAllAvailable) or not isinstance(limit, ReadMaxRows):
+            return end
+        budget = limit.max_rows
+        pending = {p: end[p] - max(start.get(p, 0), marks[p][0]) for p in end}
+        total = sum(pending.values())
+        if total <= budget:
+            return end
+        out = {}
+        for p in end:
+            share = budget * pending[p] // total if total else 0
+            out[p] = min(end[p], max(start.get(p, 0), marks[p][0]) + max(share, 1))
+        return out
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        """One input partition per Kafka partition with records, stamped with Spark's watermark."""
+        watermark_us = batch_watermark_us(self.checkpoint)
+        return [
+            KafkaRange(int(p), int(start.get(p, 0)), int(end[p]), watermark_us)
+            for p in sorted(end, key=int)
+            if int(end[p]) > int(start.get(p, 0))
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Consume [start, end) of one partition; parse; mark late echoes; count gaps."""
+        from confluent_kafka import KafkaError, TopicPartition
+
+        assert isinstance(partition, KafkaRange)
+        c = self._consumer()
+        try:
+            low, _ = c.get_watermark_offsets(
+                TopicPartition(self.topic, partition.partition), timeout=10
+            )
+            offset = partition.start
+            if offset < low:
+                yield self._data_loss(partition, min(low, partition.end) - offset)
+                offset = min(low, partition.end)
+            if offset >= partition.end:
+                return
+            c.assign([TopicPartition(self.topic, partition.partition, offset)])
+            idle_since: float | None = None
+            while offset < partition.end:
+                msgs = c.consume(min(FETCH_BATCH, partition.end - offset), 1.0)
+                values = []
+                for m in msgs:
+                    if m.error():
+                        if m.error().code() != KafkaError._PARTITION_EOF:
+                            raise RuntimeError(f"kafka: {m.error().str()}")
+                        continue
+                    if m.offset() >= partition.end:
+                        break
+                    if m.offset() > offset:  # offsets vanished under us (retention)
+                        yield self._data_loss(partition, m.offset() - offset)
+                    values.append(m.value() or b"")
+                    offset = m.offset() + 1
+                if values:
+                    idle_since = None
+                    yield self._mark(parse_values(values), partition)
+                elif idle_since is None:
+                    idle_since = time.monotonic()
+                elif time.monotonic() - idle_since > IDLE_GIVE_UP_S:
+                    yield self._data_loss(partition, partition.end - offset)
+                    return
+        finally:
+            c.close()
+
+    def _data_loss(self, partition: KafkaRange, gap: int) -> pa.RecordBatch:
+        row = {
+            "rtype": "data_loss",
+            "topic": self.topic,
+            "partition": partition.partition,
+            "event_us": partition.watermark_us,
+            "n": gap,
+        }
+        return pa.RecordBatch.from_pylist([row], schema=SOURCE_SCHEMA)
+
+    def _mark(self, parsed: pa.RecordBatch, partition: KafkaRange) -> pa.RecordBatch:
+        """Event time and weight per row; echoes whose finest window closed become ``late``."""
+        wm = partition.watermark_us
+        intended = parsed.column("intended_us")
+        window_start = pc.subtract(intended, pc.remainder(intended, self.finest_us))
+        window_end = pc.add(window_start, self.finest_us)
+        is_late = pc.fill_null(pc.less_equal(window_end, wm), False)
+        is_bad = pc.equal(parsed.column("rtype"), "bad")
+        is_late = pc.and_(is_late, pc.invert(is_bad))
+        rtype = pc.if_else(is_late, "late", parsed.column("rtype"))
+        event = pc.if_else(pc.or_(is_late, is_bad), pa.scalar(wm, pa.int64()), intended)
+        cols = [rtype, *parsed.columns[1:], event, pa.array([1] * parsed.num_rows, pa.int64())]
+        return pa.RecordBatch.from_arrays(cols, schema=SOURCE_SCHEMA)
+
+    def commit(self, end: dict) -> None:
+        """Offsets live in Spark's checkpoint; nothing to commit to Kafka."""
+
+    def stop(self) -> None:
+        """Close the metadata client."""
+        c = getattr(self, "_client", None)
+        if c is not None:
+            c.close()
