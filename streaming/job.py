@@ -42,6 +42,7 @@ def spark_session(config: StreamConfig) -> Any:
         .appName("nines-stream")
         .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )
