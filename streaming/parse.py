@@ -60,9 +60,11 @@ def _fast_ok(t: pa.Table) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
     """(is_echo_ok, is_hiccup_ok): rows that certainly pass every check."""
     nonneg = lambda name: pc.fill_null(pc.greater_equal(t[name], 0), False)  # noqa: E731
     v_ok = pc.fill_null(pc.equal(t["v"], SCHEMA_VERSION), False)
-    kind = pc.fill_null(t["type"], "echo")
-    lost = pc.fill_null(t["lost"], False)
+    # null ``type``/``lost`` may be absent (defaults) or JSON null (bad): the reference decides
+    kind = t["type"]
+    lost = t["lost"]
     echo = pc.and_(v_ok, pc.equal(kind, "echo"))
+    echo = pc.and_(echo, pc.is_valid(lost))
     for name in ("probe", "cluster", "topic"):
         echo = pc.and_(echo, pc.is_valid(t[name]))
     for name in ("partition", "seq", "size"):
@@ -142,16 +144,23 @@ def parse_values(values: Sequence[bytes]) -> pa.RecordBatch:
     return pa.Table.from_batches(chunks, schema=PARSED_SCHEMA).combine_chunks().to_batches()[0]
 
 
+def _fast_candidate(value: bytes) -> bool:
+    """One JSON object on one line; anything else goes straight to the reference parser."""
+    return value.lstrip()[:1] == b"{" and b"\n" not in value and b"\r" not in value
+
+
 def _parse_chunk(values: Sequence[bytes]) -> pa.RecordBatch:
     if not values:
         return pa.RecordBatch.from_pylist([], schema=PARSED_SCHEMA)
-    if any(b"\n" in v or not v.strip() for v in values):
+    candidate = [_fast_candidate(v) for v in values]
+    fast_values = [v for v, ok in zip(values, candidate, strict=True) if ok]
+    if not fast_values:
         return _slow(values)
     try:
-        t = pj.read_json(pa.py_buffer(b"\n".join(values)), parse_options=_PARSE_OPTIONS)
+        t = pj.read_json(pa.py_buffer(b"\n".join(fast_values)), parse_options=_PARSE_OPTIONS)
     except pa.ArrowInvalid:
         return _slow(values)
-    if t.num_rows != len(values):
+    if t.num_rows != len(fast_values):
         return _slow(values)
     echo_ok, hic_ok = _fast_ok(t)
     is_hic = pc.fill_null(pc.equal(t["type"], "hiccup"), False)
@@ -173,11 +182,14 @@ def _parse_chunk(values: Sequence[bytes]) -> pa.RecordBatch:
         },
         schema=PARSED_SCHEMA,
     )
-    if pc.all(good).as_py():
+    if len(fast_values) == len(values) and pc.all(good).as_py():
         return out.combine_chunks().to_batches()[0]
-    good_py = good.to_pylist()
-    fixed = _slow([v for v, ok in zip(values, good_py, strict=True) if not ok]).to_pylist()
-    rows = out.to_pylist()
-    it = iter(fixed)
-    merged = [row if ok else next(it) for row, ok in zip(rows, good_py, strict=True)]
+    fast_ok = iter(good.to_pylist())
+    ok_all = [c and next(fast_ok) for c in candidate]
+    fixed = iter(_slow([v for v, ok in zip(values, ok_all, strict=True) if not ok]).to_pylist())
+    parsed = iter(out.to_pylist())
+    merged = []
+    for c, ok in zip(candidate, ok_all, strict=True):
+        row = next(parsed) if c else None
+        merged.append(row if ok else next(fixed))
     return pa.RecordBatch.from_pylist(merged, schema=PARSED_SCHEMA)

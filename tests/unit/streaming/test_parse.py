@@ -1,4 +1,4 @@
-"""The vectorised parser agrees with the reference ``decode_record`` on every record, good or bad."""
+"""The vectorised parser agrees with the reference ``decode_record`` on every record."""
 
 from __future__ import annotations
 
