@@ -292,7 +292,7 @@ def machine_block(results: dict[str, Json]) -> str:
             [
                 f"`{name}.json`",
                 m.get("timestamp", "?"),
-                m.get("cores", "?"),
+                m.get("cores", m.get("cpus", "?")),
                 m.get("load_avg_1m", "?"),
                 m.get("python", "?"),
                 m.get("pyspark", "?"),
@@ -416,6 +416,16 @@ def headline_external(results: dict[str, Json]) -> list[str]:
 
 def summarise_stream(stream: Json) -> str:
     """Echoes/s of the Spark aggregation and its ratio to the pure-Python hdrh loop."""
+    spark, hdrh = stream.get("spark"), stream.get("hdrh_python_loop")
+    if isinstance(spark, Mapping) and isinstance(hdrh, Mapping):
+        return (
+            f"Spark {spark.get('master', '?')} {spark.get('echoes_per_s', 0):,} echoes/s while "
+            f"busy in batches ({spark.get('wall_echoes_per_s', 0):,}/s wall, query start "
+            f"included) vs the pure-Python hdrh loop {hdrh.get('echoes_per_s', 0):,} echoes/s: "
+            f"**{stream.get('spark_vs_hdrh_ratio', '?')}×** "
+            f"({stream.get('spark_wall_vs_hdrh_ratio', '?')}× on wall time), "
+            f"{stream.get('echoes', 0):,} echoes"
+        )
     pairs = [(k, v) for k, v in flatten(stream) if not k.startswith("machine")]
     keep = [f"`{k}` = {v}" for k, v in pairs if any(s in k for s in ("per_s", "ratio", "speedup"))]
     return "; ".join(keep[:6]) or "see the stream section"

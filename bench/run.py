@@ -58,10 +58,14 @@ def _pytest_bench(test_file: str, result: str, quick: bool, timeout_s: float) ->
 
 
 def _stamp_machine(path: Path) -> None:
-    """Attach the machine facts to a result written by someone else's test, if it lacks them."""
+    """Add the machine facts a result written by someone else's test lacks (never overwrite)."""
     data = json.loads(path.read_text())
-    if isinstance(data, dict) and "machine" not in data:
-        data["machine"] = {**machine_facts(), "stamped_by": "bench.run"}
+    if not isinstance(data, dict):
+        return
+    own = data.get("machine") if isinstance(data.get("machine"), dict) else {}
+    missing = {k: v for k, v in machine_facts().items() if k not in own}
+    if missing:
+        data["machine"] = {**own, **missing, "stamped_by_bench_run": sorted(missing)}
         path.write_text(json.dumps(data, indent=2) + "\n")
 
 
