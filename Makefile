@@ -41,6 +41,8 @@ bench: setup system-test-deps
 
 dashboards: setup
 	$(VENV)/bin/nines dashboards export dashboards/json
+	cp dashboards/json/*.json helm/nines/files/dashboards/
+	$(VENV)/bin/nines alerts render --sla examples/sla.yaml --format rules --out helm/nines/files/rules.yaml
 
 clean:
 	rm -rf build *.egg-info .pytest_cache

@@ -37,9 +37,11 @@ def spark_session(config: StreamConfig) -> Any:
 
     # Spark's Python workers must run this interpreter (it has pyarrow, confluent-kafka, nines).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder
+    if config.master:  # empty: spark-submit (e.g. the Spark Operator) chose the master
+        builder = builder.master(config.master)
     spark = (
-        SparkSession.builder.master(config.master)
-        .appName("nines-stream")
+        builder.appName("nines-stream")
         .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
