@@ -56,15 +56,7 @@ def write_windows(
         groups.setdefault((w.resolution, _date(w.window_start_us)), []).append(w)
     written = []
     for (resolution, date), group in sorted(groups.items()):
-        group.sort(
-            key=lambda w: (
-                w.window_start_us,
-                w.series.cluster,
-                w.series.topic,
-                w.series.partition,
-                w.series.kind,
-            )
-        )
+        group.sort(key=lambda w: w.sort_key)
         table = pa.Table.from_pylist([_row(w) for w in group], schema=SCHEMA)
         directory = Path(archive_dir) / f"resolution={resolution}" / f"date={date}"
         directory.mkdir(parents=True, exist_ok=True)
@@ -131,16 +123,7 @@ def read_windows(
                     res, r["window_start_us"], r["window_end_us"], series, hist, r["lost"]
                 )
             )
-    out.sort(
-        key=lambda w: (
-            w.resolution,
-            w.window_start_us,
-            w.series.cluster,
-            w.series.topic,
-            w.series.partition,
-            w.series.kind,
-        )
-    )
+    out.sort(key=lambda w: w.sort_key)
     return out
 
 

@@ -172,16 +172,7 @@ def closed_windows(
             lost[key] = lost.get(key, 0) + w.lost
         if w.hist.overflow:
             overflow[w.series] = w.hist.overflow
-    windows.sort(
-        key=lambda w: (
-            w.resolution,
-            w.window_start_us,
-            w.series.cluster,
-            w.series.topic,
-            w.series.partition,
-            w.series.kind,
-        )
-    )
+    windows.sort(key=lambda w: w.sort_key)
     return windows, StreamCounters(
         echoes, lost, counters["late"], overflow, counters["bad"], counters["data_loss"]
     )

@@ -34,6 +34,12 @@ class WindowHistogram:
     hist: SparseHistogram
     lost: int = 0
 
+    @property
+    def sort_key(self) -> tuple[str, int, str, str, str, str]:
+        """Stable order: resolution, window start, then the series."""
+        s = self.series
+        return (self.resolution, self.window_start_us, s.cluster, s.topic, s.partition, s.kind)
+
     def merge(self, other: WindowHistogram) -> WindowHistogram:
         """Both windows' samples in one histogram; the window span covers both."""
         return replace(
