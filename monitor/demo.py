@@ -120,10 +120,9 @@ def _run_pipeline(
     hiccup: Hiccup | None,
     workdir: Path,
 ) -> int:
-    from streaming.config import StreamConfig
-
     from monitor.broker import EmbeddedBroker
     from streaming import StreamJob
+    from streaming.config import StreamConfig
 
     stop = _StopFlag()
     out = _Output(plain=args.plain or not sys.stdout.isatty())

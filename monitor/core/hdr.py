@@ -40,9 +40,9 @@ class HdrLayout:
             raise ValueError(f"digits must be 1..4, got {self.digits}")
         if self.lowest_us < 1 or self.highest_us < 2 * self.lowest_us:
             raise ValueError("need 1 <= lowest_us and highest_us >= 2 * lowest_us")
-        unit_magnitude = int(math.floor(math.log2(self.lowest_us)))
+        unit_magnitude = math.floor(math.log2(self.lowest_us))
         single_unit = 2 * 10**self.digits
-        count_magnitude = int(math.ceil(math.log2(single_unit)))
+        count_magnitude = math.ceil(math.log2(single_unit))
         half_magnitude = max(count_magnitude - 1, 0)
         sub_bucket_count = 1 << (half_magnitude + 1)
         smallest_untrackable = sub_bucket_count << unit_magnitude

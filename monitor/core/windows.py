@@ -64,7 +64,7 @@ def merge_all(windows: Iterable[WindowHistogram]) -> WindowHistogram:
 
 
 def with_topic_rollups(windows: Iterable[WindowHistogram]) -> list[WindowHistogram]:
-    """The windows plus, per (resolution, window, cluster, topic, kind), a ``partition="all"`` merge."""
+    """The windows plus a ``partition="all"`` merge per resolution, window, topic and kind."""
     items = list(windows)
     groups: dict[tuple[str, int, str, str, str], list[WindowHistogram]] = {}
     for w in items:

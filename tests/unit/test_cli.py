@@ -19,7 +19,9 @@ def nines(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
 
 
 def test_all_issue_subcommands_exist() -> None:
-    assert {"broker", "probe", "stream", "demo", "report", "alerts", "dashboards"} <= set(SUBCOMMANDS)
+    assert {"broker", "probe", "stream", "demo", "report", "alerts", "dashboards"} <= set(
+        SUBCOMMANDS
+    )
 
 
 @pytest.mark.parametrize("command", SUBCOMMANDS)

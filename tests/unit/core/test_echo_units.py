@@ -14,8 +14,17 @@ T0 = 1_795_000_000_000_000
 
 def echo(**kw: object) -> Echo:
     base = dict(
-        probe="p1", cluster="c", topic="nines.probe", partition=0, leader=1, seq=7, size=512,
-        intended_us=T0, sent_us=T0 + 10, acked_us=T0 + 900, received_us=T0 + 1500,
+        probe="p1",
+        cluster="c",
+        topic="nines.probe",
+        partition=0,
+        leader=1,
+        seq=7,
+        size=512,
+        intended_us=T0,
+        sent_us=T0 + 10,
+        acked_us=T0 + 900,
+        received_us=T0 + 1500,
     )
     base.update(kw)
     return Echo(**base)  # type: ignore[arg-type]
@@ -28,7 +37,15 @@ def test_roundtrip_and_latencies() -> None:
     assert (e.end_to_end_us, e.publish_us, e.send_lag_us) == (1500, 900, 10)
     lost = echo(received_us=None, lost=True, timeout_us=30_000_000)
     assert decode_record(encode_record(lost)).end_to_end_us == 30_000_000
-    h = Hiccup(probe="p1", cluster="c", start_us=T0, end_us=T0 + 1_000_000, max_us=50, total_us=80, count=990)
+    h = Hiccup(
+        probe="p1",
+        cluster="c",
+        start_us=T0,
+        end_us=T0 + 1_000_000,
+        max_us=50,
+        total_us=80,
+        count=990,
+    )
     assert decode_record(encode_record(h)) == h
 
 
@@ -60,7 +77,11 @@ def test_units() -> None:
     assert parse_duration_s("1m30s") == 90
     assert parse_duration_s("2h") == 7200
     assert parse_duration_s(5) == 5
-    assert format_duration(60) == "1m" and format_duration(10) == "10s" and format_duration(0.25) == "250ms"
+    assert (
+        format_duration(60) == "1m"
+        and format_duration(10) == "10s"
+        and format_duration(0.25) == "250ms"
+    )
     assert parse_size_bytes("1KiB") == 1024 and parse_size_bytes("512") == 512
     assert parse_rate("100/s") == 100 and parse_rate("6000/m") == 100
     for bad in ("ten", "10x", "-5s", ""):

@@ -81,7 +81,9 @@ def test_quantile_agrees_with_hdrh_on_bucket() -> None:
     h = SparseHistogram.from_values(layout, values)
     for q in (0.5, 0.9, 0.99, 0.999):
         # hdrh rounds the rank half-up, we use nearest rank; both land in the same bucket family
-        assert math.isclose(h.value_at_quantile(q), ref.get_value_at_percentile(q * 100), rel_tol=2e-3)
+        assert math.isclose(
+            h.value_at_quantile(q), ref.get_value_at_percentile(q * 100), rel_tol=2e-3
+        )
 
 
 def test_min_samples_gate() -> None:

@@ -14,8 +14,14 @@ def test_rollup_is_the_merge_of_partitions() -> None:
     parts = [rng.lognormal(7, 1, 1000).astype(np.int64) + 1 for _ in range(3)]
     parts[2][:5] = 4_000_000  # one partition hiccups
     windows = [
-        WindowHistogram("10s", 0, 10_000_000, SeriesKey("c", "t", str(p), "e2e"),
-                        SparseHistogram.from_values(layout, v), lost=p)
+        WindowHistogram(
+            "10s",
+            0,
+            10_000_000,
+            SeriesKey("c", "t", str(p), "e2e"),
+            SparseHistogram.from_values(layout, v),
+            lost=p,
+        )
         for p, v in enumerate(parts)
     ]
     out = with_topic_rollups(windows)

@@ -60,7 +60,7 @@ def test_checker_catches_averaged_quantiles(bad: str) -> None:
     "good",
     [
         'max by (partition) (nines_latency_max_seconds{window="1m"})',
-        "histogram_quantile(0.999, sum by (le) (increase(nines_latency_histogram_seconds_bucket[1h])))",
+        "histogram_quantile(0.999, sum by (le) (increase(nines_latency_histogram_seconds_bucket[1h])))",  # noqa: E501
         "sum(increase(nines_lost_total[5m]))",
     ],
 )
