@@ -65,7 +65,7 @@ def run_push(args: argparse.Namespace) -> int:
     from dashboards import build_all
 
     if args.token:
-        auth: object = args.token
+        auth: str | tuple[str, str] = args.token
     elif args.user and args.password:
         auth = (args.user, args.password)
     else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from grafana_foundation_sdk.builders import bargauge, common, stat, timeseries
 from grafana_foundation_sdk.builders import dashboard as dash
 from grafana_foundation_sdk.builders import prometheus as prom
@@ -18,7 +20,7 @@ TOPIC = 'cluster=~"$cluster", topic=~"$topic"'
 Query = tuple[str, str]  # (PromQL, legend)
 
 
-def _targets(queries: list[Query], instant: bool = False) -> list[prom.Dataquery]:
+def _targets(queries: list[Query], instant: bool = False) -> list[Any]:
     out = []
     for i, (expr, legend) in enumerate(queries):
         q = prom.Dataquery().expr(expr).legend_format(legend).ref_id(chr(ord("A") + i))

@@ -131,7 +131,7 @@ def _run_pipeline(
         out.line(f"  broker   {broker.bootstrap}")
         stream_cfg = StreamConfig(
             bootstrap=broker.bootstrap,
-            windows=[format_duration(window_s), "1m"],
+            windows=(format_duration(window_s), "1m"),
             watermark=args.watermark,
             trigger=args.trigger,
             metrics_port=args.metrics_port,

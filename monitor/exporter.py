@@ -47,12 +47,18 @@ _TOPIC_LABELS = ["cluster", "topic", "partition"]
 class Counters(Protocol):
     """What the exporter reads of ``streaming.counters.StreamCounters``."""
 
-    echoes: Mapping[tuple[str, str, str], int]
-    lost: Mapping[tuple[str, str, str], int]
-    late: Mapping[tuple[str, str, str], int]
-    overflow: Mapping[SeriesKey, int]
-    bad: Mapping[str, int]
-    data_loss: Mapping[tuple[str, str], int]
+    @property
+    def echoes(self) -> Mapping[tuple[str, str, str], int]: ...
+    @property
+    def lost(self) -> Mapping[tuple[str, str, str], int]: ...
+    @property
+    def late(self) -> Mapping[tuple[str, str, str], int]: ...
+    @property
+    def overflow(self) -> Mapping[SeriesKey, int]: ...
+    @property
+    def bad(self) -> Mapping[str, int]: ...
+    @property
+    def data_loss(self) -> Mapping[tuple[str, str], int]: ...
 
 
 @dataclass

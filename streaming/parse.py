@@ -19,6 +19,7 @@ from monitor.core.echo import (
     SCHEMA_VERSION,
     BadEcho,
     Echo,
+    Hiccup,
     decode_record,
 )
 
@@ -90,7 +91,7 @@ def _fast_ok(t: pa.Table) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
     return pc.fill_null(echo, False), pc.fill_null(hic, False)
 
 
-def _row(rec: Echo | object) -> dict[str, object]:
+def _row(rec: Echo | Hiccup) -> dict[str, object]:
     if isinstance(rec, Echo):
         return {
             "rtype": "echo",
