@@ -16,6 +16,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from monitor.core.hdr import HdrLayout, SparseHistogram
 from monitor.core.windows import SeriesKey, WindowHistogram, with_topic_rollups
 from monitor.exporter import LatencyExporter, MetricsServer
@@ -120,43 +123,62 @@ def build_query(spark: Any, config: StreamConfig, checkpoint: str) -> Any:
 
 
 def closed_windows(
-    rows: list[Any], layout: HdrLayout, resolutions_us: dict[str, int]
+    table: pa.Table, layout: HdrLayout, resolutions_us: dict[str, int]
 ) -> tuple[list[WindowHistogram], StreamCounters]:
-    """Histograms and counters from the collected aggregate rows of one micro-batch."""
-    groups: dict[tuple[str, int, str, str, str, str], list[Any]] = {}
+    """Histograms and counters from one micro-batch's aggregate rows (Arrow, grouped natively)."""
+    end_us = pc.cast(table["window_end"], pa.timestamp("us", "UTC")).cast(pa.int64())
+    table = table.set_column(table.schema.get_field_index("window_end"), "window_end", end_us)
+    is_stat = pc.starts_with(table["kind"], STAT_PREFIX)
     counters: dict[str, dict[Any, int]] = {k: {} for k in ("late", "bad", "data_loss")}
-    for r in rows:
-        end_us = _micros(r["window_end"])
-        if r["kind"].startswith(STAT_PREFIX):
-            _, what, *reason = r["kind"].split(":")
-            if what == "late":
-                key: Any = (r["cluster"], r["topic"], r["partition"])
-            elif what == "bad":
-                key = reason[0] if reason else "unknown"
-            else:
-                key = (r["topic"], r["partition"])
-            counters.setdefault(what, {})
-            counters[what][key] = counters[what].get(key, 0) + int(r["count"])
-            continue
-        k = (r["resolution"], end_us, r["cluster"], r["topic"], r["partition"], r["kind"])
-        groups.setdefault(k, []).append(r)
+    for r in table.filter(is_stat).to_pylist():
+        _, what, *reason = r["kind"].split(":")
+        if what == "late":
+            key: Any = (r["cluster"], r["topic"], r["partition"])
+        elif what == "bad":
+            key = reason[0] if reason else "unknown"
+        else:
+            key = (r["topic"], r["partition"])
+        counters.setdefault(what, {})
+        counters[what][key] = counters[what].get(key, 0) + int(r["count"])
+    keys = ["resolution", "window_end", "cluster", "topic", "partition", "kind"]
+    grouped = (
+        table.filter(pc.invert(is_stat))
+        .group_by(keys, use_threads=False)
+        .aggregate(
+            [
+                ("bucket", "list"),
+                ("count", "list"),
+                ("max_us", "max"),
+                ("sum_us", "sum"),
+                ("lost", "sum"),
+            ]
+        )
+    )
     windows = []
-    for (res, end_us, cluster, topic, partition, kind), rs in groups.items():
+    cols = {
+        name: grouped[name].to_pylist() for name in (*keys, "max_us_max", "sum_us_sum", "lost_sum")
+    }
+    buckets, counts = grouped["bucket_list"], grouped["count_list"]
+    for i in range(grouped.num_rows):
+        res, window_end_us = cols["resolution"][i], cols["window_end"][i]
         hist = SparseHistogram.from_counts(
             layout,
-            [r["bucket"] for r in rs],
-            [r["count"] for r in rs],
-            max(r["max_us"] for r in rs),
-            sum(r["sum_us"] for r in rs),
+            buckets[i].values.to_numpy(zero_copy_only=False),
+            counts[i].values.to_numpy(zero_copy_only=False),
+            cols["max_us_max"][i],
+            cols["sum_us_sum"][i] or 0,
+        )
+        series = SeriesKey(
+            cols["cluster"][i], cols["topic"][i], cols["partition"][i], cols["kind"][i]
         )
         windows.append(
             WindowHistogram(
                 res,
-                end_us - resolutions_us[res],
-                end_us,
-                SeriesKey(cluster, topic, partition, kind),
+                window_end_us - resolutions_us[res],
+                window_end_us,
+                series,
                 hist,
-                int(sum(r["lost"] for r in rs)),
+                int(cols["lost_sum"][i] or 0),
             )
         )
     finest = min(resolutions_us, key=lambda r: resolutions_us[r])
@@ -176,14 +198,6 @@ def closed_windows(
     return windows, StreamCounters(
         echoes, lost, counters["late"], overflow, counters["bad"], counters["data_loss"]
     )
-
-
-def _micros(ts: datetime) -> int:
-    from datetime import UTC
-
-    if ts.tzinfo is None:
-        ts = ts.replace(tzinfo=UTC)
-    return round(ts.timestamp() * 1_000_000)
 
 
 class StreamJob:
@@ -237,8 +251,7 @@ class StreamJob:
         return self
 
     def _sink(self, df: Any, batch_id: int) -> None:
-        rows = [r.asDict() for r in df.collect()]
-        windows, counters = closed_windows(rows, self.layout, self.resolutions_us)
+        windows, counters = closed_windows(df.toArrow(), self.layout, self.resolutions_us)
         windows = with_topic_rollups(windows)
         if self.config.archive:
             from streaming.archive import write_windows
