@@ -1,0 +1,128 @@
+"""From the aggregation's rows (as Spark hands them over in Arrow) to histograms and counters."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pyarrow as pa
+
+from monitor.core.hdr import HdrLayout, SparseHistogram
+from monitor.core.windows import merge_all, with_topic_rollups
+from streaming.job import closed_windows
+
+LAYOUT = HdrLayout()
+RES = {"10s": 10_000_000, "1m": 60_000_000}
+T0 = 1_800_000_000_000_000 - 1_800_000_000_000_000 % 60_000_000
+SCHEMA = pa.schema(
+    [
+        ("resolution", pa.string()),
+        ("window_end", pa.timestamp("us", "UTC")),
+        ("cluster", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.string()),
+        ("kind", pa.string()),
+        ("bucket", pa.int64()),
+        ("count", pa.int64()),
+        ("lost", pa.int64()),
+        ("max_us", pa.int64()),
+        ("sum_us", pa.int64()),
+    ]
+)
+
+
+def aggregate(samples: list[tuple[int, str, int, bool]]) -> list[dict[str, object]]:
+    """What Spark's groupBy emits: one row per (resolution, window, series, kind, bucket)."""
+    groups: dict[tuple[str, int, str, int], list[tuple[int, bool]]] = {}
+    for event_us, partition, value, lost in samples:
+        for res, span in RES.items():
+            end = event_us - event_us % span + span
+            b = int(LAYOUT.index_of([value])[0])
+            groups.setdefault((res, end, partition, b), []).append((value, lost))
+    return [
+        {
+            "resolution": res,
+            "window_end": datetime.fromtimestamp(end / 1e6, UTC),
+            "cluster": "c",
+            "topic": "t",
+            "partition": partition,
+            "kind": "e2e",
+            "bucket": b,
+            "count": len(vs),
+            "lost": sum(lost for _, lost in vs),
+            "max_us": max(v for v, _ in vs),
+            "sum_us": sum(v for v, _ in vs),
+        }
+        for (res, end, partition, b), vs in groups.items()
+    ]
+
+
+def stat(kind: str, count: int, partition: str = "0", topic: str = "t") -> dict[str, object]:
+    return {
+        "resolution": "10s",
+        "window_end": datetime.fromtimestamp(T0 / 1e6 + 10, UTC),
+        "cluster": "c",
+        "topic": topic,
+        "partition": partition,
+        "kind": kind,
+        "bucket": 0,
+        "count": count,
+        "lost": 0,
+        "max_us": 0,
+        "sum_us": 0,
+    }
+
+
+def test_histograms_counters_and_merges_are_exact() -> None:
+    rng = np.random.default_rng(3)
+    samples = [
+        (
+            T0 + int(rng.integers(0, 60_000_000)),
+            str(int(rng.integers(0, 3))),
+            int(rng.lognormal(8, 1.5)) + 1,
+            bool(rng.random() < 0.01),
+        )
+        for _ in range(3000)
+    ]
+    samples.append((T0 + 1, "1", 7_200_000_000, False))  # above highest: overflow, counted
+    rows = aggregate(samples)
+    rng.shuffle(rows)  # type: ignore[arg-type]
+    rows += [stat("stat:late", 4), stat("stat:bad:not_json", 2), stat("stat:bad:order", 1)]
+    rows += [stat("stat:data_loss", 17, partition="1", topic="nines.echoes")]
+    windows, counters = closed_windows(pa.Table.from_pylist(rows, SCHEMA), LAYOUT, RES)
+
+    assert counters.late == {("c", "t", "0"): 4}
+    assert counters.bad == {"not_json": 2, "order": 1}
+    assert counters.data_loss == {("nines.echoes", "1"): 17}
+    assert sum(counters.echoes.values()) == len(samples)
+    assert counters.lost == {
+        ("c", "t", p): sum(1 for _, q, _, lost in samples if lost and q == p) for p in "012"
+    }
+    assert sum(counters.overflow.values()) == 1
+
+    for w in windows:
+        mine = [
+            (v, lost)
+            for t, p, v, lost in samples
+            if p == w.series.partition and w.window_start_us <= t < w.window_end_us
+        ]
+        ref = SparseHistogram.from_values(LAYOUT, [v for v, _ in mine])
+        assert np.array_equal(w.hist.index, ref.index) and np.array_equal(w.hist.count, ref.count)
+        assert (w.hist.max_us, w.hist.sum_us) == (ref.max_us, ref.sum_us)
+        assert w.lost == sum(lost for _, lost in mine)
+        assert w.window_end_us - w.window_start_us == RES[w.resolution]
+
+    # the minute is the merge of its six 10-second windows, bucket for bucket
+    for p in "012":
+        minute = next(w for w in windows if w.resolution == "1m" and w.series.partition == p)
+        tens = [w for w in windows if w.resolution == "10s" and w.series.partition == p]
+        merged = merge_all(tens)
+        assert np.array_equal(merged.hist.index, minute.hist.index)
+        assert np.array_equal(merged.hist.count, minute.hist.count)
+    everything = [w for w in with_topic_rollups(windows) if w.series.partition == "all"]
+    assert sum(w.hist.total for w in everything if w.resolution == "1m") == len(samples)
+
+
+def test_empty_batch() -> None:
+    windows, counters = closed_windows(SCHEMA.empty_table(), LAYOUT, RES)
+    assert windows == [] and not counters.echoes and not counters.bad
