@@ -1,0 +1,131 @@
+"""The Kafka data source's reader on its own, against a real (embedded) broker over TCP.
+
+Spark calls these methods; here the test calls them in-process, so each decision the reader
+makes (offsets, read limits, the batch watermark, late marking, retention gaps) is checked
+directly and quickly. The whole job is covered by test_stream_oracle.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from monitor.broker.testing import producer, unique_topic
+from monitor.core.echo import Echo, encode_record
+from streaming.source import KafkaEchoReader, KafkaRange, batch_watermark_us
+
+T0 = 1_800_000_000_000_000 - 1_800_000_000_000_000 % 60_000_000
+FINEST_US = 10_000_000
+
+
+def echo(seq: int, intended_us: int, partition: int = 0, pad: int = 0) -> bytes:
+    raw = encode_record(
+        Echo(
+            "p", "c", "probe", partition, 1, seq, 1, intended_us, intended_us, None, intended_us + 7
+        )
+    )
+    return raw[:-1] + f',"pad":"{"x" * pad}"}}'.encode() if pad else raw
+
+
+def reader(bootstrap: str, topic: str, **options: str) -> KafkaEchoReader:
+    return KafkaEchoReader(
+        {"bootstrap": bootstrap, "topic": topic, "finestWindowUs": str(FINEST_US), **options}
+    )
+
+
+def read_all(r: KafkaEchoReader, part: KafkaRange) -> pa.Table:
+    return pa.Table.from_batches(list(r.read(part)))
+
+
+def test_offsets_and_read_limits(broker: Any) -> None:
+    topic = unique_topic(broker, 3)
+    p = producer(broker.bootstrap)
+    for i in range(90):
+        p.produce(topic, echo(i, T0 + i), partition=i % 3)
+    p.flush()
+    earliest = reader(broker.bootstrap, topic, startingOffsets="earliest")
+    latest = reader(broker.bootstrap, topic, maxRecordsPerBatch="20")
+    try:
+        assert earliest.initialOffset() == {"0": 0, "1": 0, "2": 0}
+        assert latest.initialOffset() == {"0": 30, "1": 30, "2": 30}
+        start = earliest.initialOffset()
+        assert earliest.latestOffset(start, ReadAllAvailable()) == {"0": 30, "1": 30, "2": 30}
+        capped = latest.latestOffset(start, latest.getDefaultReadLimit())
+        assert isinstance(latest.getDefaultReadLimit(), ReadMaxRows)
+        assert 3 <= sum(capped.values()) <= 20 and all(0 < v <= 30 for v in capped.values())
+        # one input partition per Kafka partition with records, none for an empty range
+        parts = earliest.partitions(start, {"0": 30, "1": 0, "2": 5})
+        assert [(k.partition, k.start, k.end) for k in parts] == [(0, 0, 30), (2, 0, 5)]
+        rows = read_all(earliest, parts[1])
+        assert rows.num_rows == 5 and set(rows["rtype"].to_pylist()) == {"echo"}
+        assert rows["event_us"].to_pylist() == rows["intended_us"].to_pylist()
+        assert rows["n"].to_pylist() == [1] * 5
+    finally:
+        earliest.stop()
+        latest.stop()
+
+
+def test_batch_watermark_comes_from_the_newest_offset_log_entry(tmp_path: Path) -> None:
+    assert batch_watermark_us(None) == 0
+    assert batch_watermark_us(str(tmp_path)) == 0  # no offset log yet: the first batch
+    offsets = tmp_path / "offsets"
+    offsets.mkdir()
+    for batch_id, wm_ms in ((0, 0), (1, 5_000), (2, 42_000)):
+        meta = {"batchWatermarkMs": wm_ms, "batchTimestampMs": 1, "conf": {}}
+        (offsets / str(batch_id)).write_text(f'v1\n{json.dumps(meta)}\n{{"0":1}}')
+    (offsets / ".3.tmp").write_text("v1\n{}")  # Spark's in-flight temp files do not count
+    assert batch_watermark_us(str(tmp_path)) == 42_000_000
+
+
+def test_late_echoes_and_bad_records_are_marked_not_dropped(broker: Any) -> None:
+    topic = unique_topic(broker, 1)
+    wm_us = T0 + 20_000_000
+    values = [
+        echo(0, T0 + 5_000_000),  # finest window [T0, T0+10s) closed long ago: late
+        echo(1, T0 + 10_000_000),  # window ends at T0+20s == watermark: closed, late
+        echo(2, T0 + 19_999_999),  # same window: late
+        echo(3, T0 + 20_000_000),  # window [T0+20s, T0+30s) still open
+        b"{not json",
+        echo(4, T0 + 25_000_000),
+    ]
+    p = producer(broker.bootstrap)
+    for v in values:
+        p.produce(topic, v, partition=0)
+    p.flush()
+    r = reader(broker.bootstrap, topic)
+    rows = read_all(r, KafkaRange(0, 0, len(values), wm_us)).to_pylist()
+    assert [x["rtype"] for x in rows] == ["late", "late", "late", "echo", "bad", "echo"]
+    assert rows[4]["reason"] == "not_json"
+    # counted rows carry the batch watermark as event time, so Spark never drops them
+    assert [x["event_us"] for x in rows] == [wm_us] * 3 + [T0 + 20_000_000, wm_us, T0 + 25_000_000]
+    assert rows[0]["cluster"] == "c" and rows[0]["topic"] == "probe" and rows[0]["partition"] == 0
+
+
+def test_offsets_lost_to_retention_are_counted_and_reading_goes_on(broker: Any) -> None:
+    topic = unique_topic(broker, 1)
+    p = producer(broker.bootstrap, linger_ms=20)
+    total = 3500  # ~2 KiB each: more than the ~5 MiB the embedded broker keeps per partition
+    for i in range(total):
+        p.produce(topic, echo(i, T0 + i, pad=2000), partition=0)
+        if i % 500 == 0:
+            p.flush()
+    p.flush()
+    r = reader(broker.bootstrap, topic)
+    try:
+        low = r.initialOffset()  # latest; retention has moved the low watermark off 0
+        marks = r._watermarks()["0"]
+    finally:
+        r.stop()
+    assert low == {"0": total}
+    assert marks[0] > 0, "retention did not kick in"
+    rows = read_all(r, KafkaRange(0, 0, total, T0)).to_pylist()
+    loss = [x for x in rows if x["rtype"] == "data_loss"]
+    assert len(loss) == 1 and loss[0]["n"] == marks[0]
+    assert (loss[0]["topic"], loss[0]["partition"], loss[0]["event_us"]) == (topic, 0, T0)
+    echoes = [x for x in rows if x["rtype"] == "echo"]
+    assert len(echoes) == total - marks[0]
+    assert loss[0]["n"] + len(echoes) == total  # every offset accounted for
