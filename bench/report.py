@@ -420,8 +420,8 @@ def summarise_stream(stream: Json) -> str:
     if isinstance(spark, Mapping) and isinstance(hdrh, Mapping):
         return (
             f"Spark {spark.get('master', '?')} {spark.get('echoes_per_s', 0):,} echoes/s while "
-            f"busy in batches ({spark.get('wall_echoes_per_s', 0):,}/s wall, query start "
-            f"included) vs the pure-Python hdrh loop {hdrh.get('echoes_per_s', 0):,} echoes/s: "
+            f"busy in batches ({spark.get('wall_echoes_per_s', 0):,}/s on wall time) vs the "
+            f"pure-Python hdrh loop {hdrh.get('echoes_per_s', 0):,} echoes/s: "
             f"**{stream.get('spark_vs_hdrh_ratio', '?')}×** "
             f"({stream.get('spark_wall_vs_hdrh_ratio', '?')}× on wall time), "
             f"{stream.get('echoes', 0):,} echoes"
