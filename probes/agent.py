@@ -207,10 +207,14 @@ class ProbeAgent:
         while not self._stopping.is_set() or self.tracker.in_flight:
             if self._stopping.is_set() and self._drained.is_set():
                 break
-            msgs = self._consumer.consume(num_messages=1000, timeout=0.05)
-            if not msgs:
+            # poll() returns as soon as one message arrives; consume(timeout=0) then drains what
+            # is already fetched. (consume() with a timeout would hold arrivals until it expires,
+            # adding up to that timeout to every measured latency.)
+            first = self._consumer.poll(0.05)
+            if first is None:
                 continue
             now = self.clock.now_us()
+            msgs = [first, *self._consumer.consume(num_messages=1000, timeout=0)]
             for m in msgs:
                 if m.error():
                     continue
