@@ -39,7 +39,8 @@ SPARK_SCHEMA = (
     "timeout_us bigint, max_us bigint, event_us bigint, n bigint"
 )
 FETCH_BATCH = 10_000
-IDLE_GIVE_UP_S = 10.0
+#: Seconds without records before checking whether retention removed the ones we wait for.
+IDLE_RECHECK_S = 2.0
 
 
 @dataclass
@@ -101,6 +102,7 @@ class KafkaEchoReader(DataSourceStreamReader):
         self.checkpoint = opts.get("checkpoint")
         self.finest_us = int(opts.get("finestwindowus", "10000000"))
         self.kafka = json.loads(opts.get("kafka", "{}"))
+        self.stall_timeout_s = float(opts.get("stalltimeouts", "600"))
 
     def _consumer(self) -> Any:
         from confluent_kafka import Consumer
@@ -112,6 +114,8 @@ class KafkaEchoReader(DataSourceStreamReader):
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
                 "fetch.wait.max.ms": 50,
+                # an offset removed while we read: restart at the oldest one, and count the gap
+                "auto.offset.reset": "earliest",
                 **self.kafka,
             }
         )
@@ -200,13 +204,37 @@ class KafkaEchoReader(DataSourceStreamReader):
                 if values:
                     idle_since = None
                     yield self._mark(parse_values(values), partition)
-                elif idle_since is None:
-                    idle_since = time.monotonic()
-                elif time.monotonic() - idle_since > IDLE_GIVE_UP_S:
-                    yield self._data_loss(partition, partition.end - offset)
-                    return
+                    continue
+                now = time.monotonic()
+                idle_since = idle_since or now
+                if now - idle_since < IDLE_RECHECK_S:
+                    continue
+                # Nothing arrives: either retention overtook us (count it, go on from the new
+                # low watermark) or the broker is slow or down (wait; the records still exist).
+                low = self._low_watermark(c, partition.partition)
+                if low is not None and low > offset:
+                    yield self._data_loss(partition, min(low, partition.end) - offset)
+                    offset = min(low, partition.end)
+                    c.assign([TopicPartition(self.topic, partition.partition, offset)])
+                    idle_since = None
+                elif now - idle_since > self.stall_timeout_s:
+                    raise RuntimeError(
+                        f"kafka: no records from {self.topic}[{partition.partition}] at offset "
+                        f"{offset} for {self.stall_timeout_s:g} s (the batch needs up to "
+                        f"{partition.end}); failing the batch instead of skipping them"
+                    )
         finally:
             c.close()
+
+    def _low_watermark(self, c: Any, partition: int) -> int | None:
+        """The partition's first offset still retained (None while the broker does not answer)."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            low, _ = c.get_watermark_offsets(TopicPartition(self.topic, partition), timeout=5)
+        except KafkaException:
+            return None
+        return int(low)
 
     def _data_loss(self, partition: KafkaRange, gap: int) -> pa.RecordBatch:
         row = {

@@ -8,10 +8,13 @@ directly and quickly. The whole job is covered by test_stream_oracle.py.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from monitor.broker.testing import producer, unique_topic
@@ -129,3 +132,37 @@ def test_offsets_lost_to_retention_are_counted_and_reading_goes_on(broker: Any) 
     echoes = [x for x in rows if x["rtype"] == "echo"]
     assert len(echoes) == total - marks[0]
     assert loss[0]["n"] + len(echoes) == total  # every offset accounted for
+
+
+def test_a_slow_broker_is_waited_for_never_counted_as_loss(broker: Any) -> None:
+    topic = unique_topic(broker, 1)
+    p = producer(broker.bootstrap)
+    for i in range(5):
+        p.produce(topic, echo(i, T0 + i), partition=0)
+    p.flush()
+
+    def late_writer() -> None:  # the rest of the range shows up only after a while
+        time.sleep(3.5)
+        for i in range(5, 10):
+            p.produce(topic, echo(i, T0 + i), partition=0)
+        p.flush()
+
+    writer = threading.Thread(target=late_writer)
+    writer.start()
+    rows = read_all(reader(broker.bootstrap, topic), KafkaRange(0, 0, 10, 0)).to_pylist()
+    writer.join()
+    assert [x["rtype"] for x in rows] == ["echo"] * 10
+
+
+def test_records_that_never_come_fail_the_batch_instead_of_vanishing(broker: Any) -> None:
+    topic = unique_topic(broker, 1)
+    p = producer(broker.bootstrap)
+    for i in range(3):
+        p.produce(topic, echo(i, T0 + i), partition=0)
+    p.flush()
+    r = reader(broker.bootstrap, topic, stallTimeoutS="3")
+    got: list[str] = []
+    with pytest.raises(RuntimeError, match="no records"):
+        for batch in r.read(KafkaRange(0, 0, 8, 0)):
+            got += batch.column("rtype").to_pylist()
+    assert got == ["echo"] * 3  # no made-up data_loss row for offsets that were never lost
