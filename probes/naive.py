@@ -57,9 +57,9 @@ class NaiveProber:
 
     def _await(self, token: bytes) -> bool:
         while not self._stop.is_set():
-            for m in self._consumer.consume(100, 0.05):
-                if not m.error() and m.value() == token:
-                    return True
+            m = self._consumer.poll(0.05)  # returns on the first arrival, not after the timeout
+            if m is not None and not m.error() and m.value() == token:
+                return True
             self._producer.poll(0)
         return False
 
