@@ -123,13 +123,26 @@ def _row(rec: Echo | Hiccup) -> dict[str, object]:
     }  # type: ignore[attr-defined]
 
 
+INT64_MAX = 2**63 - 1
+
+
+def _fits_int64(rec: Echo | Hiccup) -> bool:
+    """JSON integers are unbounded; one beyond int64 cannot be a column value, so it is bad."""
+    return all(
+        not isinstance(v, int) or abs(v) <= INT64_MAX
+        for v in (getattr(rec, f) for f in rec.__slots__)
+    )
+
+
 def _slow(values: Sequence[bytes]) -> pa.RecordBatch:
-    rows = []
+    rows: list[dict[str, object]] = []
     for raw in values:
         try:
-            rows.append(_row(decode_record(raw)))
+            rec = decode_record(raw)
         except BadEcho as exc:
             rows.append({"rtype": "bad", "reason": exc.reason})
+            continue
+        rows.append(_row(rec) if _fits_int64(rec) else {"rtype": "bad", "reason": "bad_type"})
     return pa.RecordBatch.from_pylist(rows, schema=PARSED_SCHEMA)
 
 
