@@ -115,7 +115,8 @@ def latency_rows(echoes: DataFrame, resolutions_us: dict[str, int], finest: str)
         window_end_us.alias("window_end_us"),
         F.coalesce(F.col("cluster"), F.lit("")).alias("cluster"),
         F.coalesce(F.col("topic"), F.lit("")).alias("topic"),
-        F.when(F.col("rtype") == "hiccup", F.lit("all"))
+        # hiccups (on time or late) have no partition: they are the probe's, label "all"
+        F.when(F.col("partition").isNull() & F.col("rtype").isin("hiccup", "late"), F.lit("all"))
         .otherwise(F.coalesce(F.col("partition").cast("string"), F.lit("")))
         .alias("partition"),
         F.col("m.kind").alias("kind"),

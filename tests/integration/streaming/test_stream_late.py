@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from monitor.broker.testing import producer, unique_topic
-from monitor.core.echo import Echo, encode_record
+from monitor.core.echo import Echo, Hiccup, encode_record
 from monitor.core.windows import WindowHistogram, merge_all
 from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
@@ -97,6 +97,8 @@ def test_late_echoes_are_counted_once_and_resolutions_stay_consistent(
         late += [(2000, T0 + 29_999_999, 4_000_000)]  # last microsecond of a closed window
         phase2 = [(3000 + i, T0 + 40_000_000 + i * 100_000, 2000 + i) for i in range(150)]
         on_time += phase2
+        late_hiccup = Hiccup("p", "c", T0 + 12_000_000, T0 + 13_000_000, 900, 900, 1000)
+        prod.produce(topic, encode_record(late_hiccup))
         send(late + phase2, T0 + 200_000_000)
         sink.wait(job, lambda s: any(w.resolution == "1m" for w in s.windows) and s.counters.late)
         progress = list(job.query.recentProgress)
@@ -106,6 +108,7 @@ def test_late_echoes_are_counted_once_and_resolutions_stay_consistent(
     late_by_partition = {
         ("c", "probe", str(p)): sum(1 for seq, _, _ in late if seq % 2 == p) for p in (0, 1)
     }
+    late_by_partition[("c", "", "all")] = 1  # the probe's own late hiccup record
     assert sink.counters.late == late_by_partition
     dropped = sum(
         op.get("numRowsDroppedByWatermark", 0)
