@@ -57,92 +57,149 @@ def _shift(fn: str, value: Column, bits: Column) -> Column:
     return F.call_function(fn, value.cast("bigint"), bits.cast("int"))
 
 
-def latency_rows(echoes: DataFrame, resolutions_us: dict[str, int], finest: str) -> DataFrame:
-    """One row per (record, kind, resolution): value, lost flag, weight and window end."""
+#: Measured kinds and their codes: grouping on small integers, not strings, is what makes the
+#: stateful aggregation fast; labels are put back only on the few rows a closed window emits.
+KIND_CODES = {"e2e": 0, "publish": 1, "send_lag": 2, "hiccup": 3}
+#: Counted-not-measured row types (``rtype`` from the source) and their codes.
+STAT_CODES = {"late": 10, "bad": 11, "data_loss": 12}
+#: Partition code of the probe's own rows (hiccups): labelled ``all``.
+PROBE_PARTITION = -1
+
+
+def latency_rows(
+    echoes: DataFrame, resolutions_us: dict[str, int], finest: str, layout: HdrLayout
+) -> DataFrame:
+    """One row per (record, kind, resolution): HDR bucket, value, lost flag, weight, window end.
+
+    The bucket is computed once per (record, kind), before the rows fan out to the resolutions.
+    """
     e2e = F.when(F.col("lost"), F.col("timeout_us")).otherwise(
         F.col("received_us") - F.col("intended_us")
     )
     zero = F.lit(0).cast("bigint")
 
-    def measure(kind: Column, value: Column, lost: Column = zero) -> Column:
+    def measure(code: int, value: Column, lost: Column = zero) -> Column:
         return F.struct(
-            kind.alias("kind"),
+            F.lit(code).cast("int").alias("kind"),
             value.cast("bigint").alias("value"),
             lost.cast("bigint").alias("lost"),
         )
 
-    stat_kind = F.concat(
-        F.lit(STAT_PREFIX),
-        F.col("rtype"),
-        F.when(F.col("reason").isNotNull(), F.concat(F.lit(":"), F.col("reason"))).otherwise(""),
-    )
+    stat_code = F.lit(None).cast("int")
+    for rtype, code in STAT_CODES.items():
+        stat_code = F.when(F.col("rtype") == rtype, F.lit(code)).otherwise(stat_code)
     measured = (
         F.when(
             F.col("rtype") == "echo",
             F.array(
-                measure(F.lit("e2e"), e2e, F.col("lost")),
-                measure(F.lit("publish"), F.col("acked_us") - F.col("intended_us")),
-                measure(F.lit("send_lag"), F.col("sent_us") - F.col("intended_us")),
+                measure(KIND_CODES["e2e"], e2e, F.col("lost")),
+                measure(KIND_CODES["publish"], F.col("acked_us") - F.col("intended_us")),
+                measure(KIND_CODES["send_lag"], F.col("sent_us") - F.col("intended_us")),
             ),
         )
-        .when(F.col("rtype") == "hiccup", F.array(measure(F.lit("hiccup"), F.col("max_us"))))
-        .otherwise(F.array(measure(stat_kind, zero)))
+        .when(F.col("rtype") == "hiccup", F.array(measure(KIND_CODES["hiccup"], F.col("max_us"))))
+        .otherwise(
+            F.array(
+                F.struct(
+                    stat_code.alias("kind"), zero.alias("value"), zero.cast("bigint").alias("lost")
+                )
+            )
+        )
     )
-    all_res = F.array(
-        *[
-            F.struct(F.lit(r).alias("resolution"), F.lit(us).alias("span_us"))
-            for r, us in resolutions_us.items()
-        ]
-    )
-    finest_only = F.array(
-        F.struct(F.lit(finest).alias("resolution"), F.lit(resolutions_us[finest]).alias("span_us"))
-    )
+    spans = sorted(resolutions_us.values())
+    all_spans = F.array(*[F.lit(us).cast("bigint") for us in spans])
+    finest_only = F.array(F.lit(resolutions_us[finest]).cast("bigint"))
+    is_stat = F.col("m.kind") >= min(STAT_CODES.values())
     rows = (
-        echoes.withColumn("m", F.explode(measured))
-        .where(F.col("m.value").isNotNull())
-        .withColumn(
-            "r",
-            F.explode(
-                F.when(F.col("m.kind").startswith(STAT_PREFIX), finest_only).otherwise(all_res)
-            ),
+        echoes.select(
+            "rtype",
+            "reason",
+            "cluster",
+            "topic",
+            "partition",
+            "event_us",
+            "n",
+            F.explode(measured).alias("m"),
         )
+        .where(F.col("m.value").isNotNull() & F.col("m.kind").isNotNull())
+        .withColumn("bucket", bucket_index(F.col("m.value"), layout))
+        .withColumn("span_us", F.explode(F.when(is_stat, finest_only).otherwise(all_spans)))
     )
     window_end_us = (
-        F.col("event_us") - F.pmod(F.col("event_us"), F.col("r.span_us")) + F.col("r.span_us")
+        F.col("event_us") - F.pmod(F.col("event_us"), F.col("span_us")) + F.col("span_us")
     )
     return rows.select(
-        F.col("r.resolution").alias("resolution"),
+        F.col("span_us"),
         window_end_us.alias("window_end_us"),
         F.coalesce(F.col("cluster"), F.lit("")).alias("cluster"),
         F.coalesce(F.col("topic"), F.lit("")).alias("topic"),
         # hiccups (on time or late) have no partition: they are the probe's, label "all"
-        F.when(F.col("partition").isNull() & F.col("rtype").isin("hiccup", "late"), F.lit("all"))
-        .otherwise(F.coalesce(F.col("partition").cast("string"), F.lit("")))
+        F.when(
+            F.col("partition").isNull() & F.col("rtype").isin("hiccup", "late"),
+            F.lit(PROBE_PARTITION).cast("bigint"),
+        )
+        .otherwise(F.col("partition"))
         .alias("partition"),
         F.col("m.kind").alias("kind"),
+        F.when(is_stat, F.col("reason")).alias("reason"),
+        F.col("bucket"),
         F.col("m.value").alias("value_us"),
         F.col("m.lost").alias("lost"),
         F.col("n"),
     )
 
 
-def windowed_histograms(rows: DataFrame, layout: HdrLayout, watermark_ms: int) -> DataFrame:
+def windowed_histograms(
+    rows: DataFrame, resolutions_us: dict[str, int], watermark_ms: int
+) -> DataFrame:
     """Bucket counts per (resolution, window, series, kind, bucket), final once the window closes.
 
     The window end carries Spark's watermark metadata, so one stateful aggregation evicts and
-    emits every resolution's windows exactly when the watermark passes their end.
+    emits every resolution's windows exactly when the watermark passes their end. Emitted rows
+    get their string labels back (resolution, partition, kind) for the sink.
     """
     window_end = F.timestamp_micros(F.col("window_end_us")).alias(
         "window_end", metadata={"spark.watermarkDelayMs": watermark_ms}
     )
-    return (
-        rows.withColumn("bucket", bucket_index(F.col("value_us"), layout))
-        .withColumn("window_end", window_end)
-        .groupBy("resolution", "window_end", "cluster", "topic", "partition", "kind", "bucket")
+    keys = ["span_us", "window_end", "cluster", "topic", "partition", "kind", "reason", "bucket"]
+    counts = (
+        rows.withColumn("window_end", window_end)
+        .groupBy(*keys)
         .agg(
             F.sum("n").alias("count"),
             F.sum("lost").alias("lost"),
             F.max("value_us").alias("max_us"),
             F.sum(F.col("value_us") * F.col("n")).alias("sum_us"),
         )
+    )
+    return counts.select(
+        _label(F.col("span_us"), {us: r for r, us in resolutions_us.items()}).alias("resolution"),
+        "window_end",
+        "cluster",
+        "topic",
+        F.when(F.col("partition") == PROBE_PARTITION, F.lit("all"))
+        .otherwise(F.coalesce(F.col("partition").cast("string"), F.lit("")))
+        .alias("partition"),
+        _kind_label(F.col("kind"), F.col("reason")).alias("kind"),
+        "bucket",
+        "count",
+        "lost",
+        "max_us",
+        "sum_us",
+    )
+
+
+def _label(code: Column, labels: dict[int, str]) -> Column:
+    out = F.lit(None).cast("string")
+    for value, label in labels.items():
+        out = F.when(code == value, F.lit(label)).otherwise(out)
+    return out
+
+
+def _kind_label(code: Column, reason: Column) -> Column:
+    stat = {c: f"{STAT_PREFIX}{r}" for r, c in STAT_CODES.items()}
+    label = _label(code, {c: k for k, c in KIND_CODES.items()} | stat)
+    with_reason = F.concat(label, F.lit(":"), reason)
+    return F.when((code >= min(STAT_CODES.values())) & reason.isNotNull(), with_reason).otherwise(
+        label
     )

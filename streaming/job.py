@@ -118,8 +118,8 @@ def build_query(spark: Any, config: StreamConfig, checkpoint: str) -> Any:
     resolutions_us = {r: s * 1_000_000 for r, s in config.window_seconds.items()}
     finest = min(resolutions_us, key=lambda r: resolutions_us[r])
     echoes = with_event_time(read_echoes(spark, config, checkpoint), config)
-    rows = latency_rows(echoes, resolutions_us, finest)
-    return windowed_histograms(rows, layout, int(config.watermark * 1000))
+    rows = latency_rows(echoes, resolutions_us, finest, layout)
+    return windowed_histograms(rows, resolutions_us, int(config.watermark * 1000))
 
 
 def closed_windows(
