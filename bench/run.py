@@ -20,7 +20,7 @@ from typing import Any
 from bench.machine import RESULTS_DIR, PartSkipped, machine_facts
 
 ROOT = Path(__file__).resolve().parent.parent
-PARTS = ("accuracy", "co", "probe", "stream")
+PARTS = ("accuracy", "co", "probe", "stream", "health")
 
 
 def _accuracy(quick: bool) -> None:
@@ -79,11 +79,17 @@ def _stream(quick: bool) -> None:
     _pytest_bench("tests/bench/test_stream_bench.py", "stream.json", quick, 480)
 
 
+def _health(quick: bool) -> None:
+    """Freshness and memory of the stream job (``tests/bench/test_stream_freshness_bench.py``)."""
+    _pytest_bench("tests/bench/test_stream_freshness_bench.py", "stream_health.json", quick, 480)
+
+
 RUNNERS: dict[str, Callable[[bool], None]] = {
     "accuracy": _accuracy,
     "co": _co,
     "probe": _probe,
     "stream": _stream,
+    "health": _health,
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.report import fmt_error, fmt_seconds, render
+from bench.report import fmt_error, fmt_seconds, health_section, render
 
 FIXTURE = {
     "accuracy": {
@@ -80,3 +80,65 @@ def test_formatting() -> None:
     assert fmt_seconds("inf") == "inf"
     assert fmt_error(-0.98) == "-98 %"
     assert fmt_error(0.00005) == "+0.005 %"
+
+
+HEALTH = {
+    "quick": True,
+    "freshness": {
+        "trigger_s": 1.0,
+        "watermark_s": 2.0,
+        "rate_per_s": 200,
+        "windows": [
+            {
+                "window_end": 1_700_000_010.0,
+                "delay_s": 2.459,
+                "delay_triggers": 2.46,
+                "batches_started_after_pass": 2,
+                "emitting_batch_s": 0.491,
+                "bound_s": 2.791,
+            },
+            {"window_end": 1_700_000_020.0, "missing": True},
+        ],
+        "max_delay_s": 2.459,
+        "max_delay_triggers": 2.46,
+        "batch_s_median": 0.558,
+    },
+    "memory": {
+        "series": 10200,
+        "layout": "100 clusters x 1 topic x 34 partitions x 3 kinds",
+        "echoes": 40801,
+        "event_time_span_s": 60,
+        "resolutions": ["10s", "1m", "1h"],
+        "watermark_s": 120.0,
+        "process_s": 40.5,
+        "rss": {
+            "driver_python": {"peak_rss_mib": 491.4, "end_rss_mib": 397.6, "max_processes": 1},
+            "jvm": {"peak_rss_mib": 1050.6, "end_rss_mib": 1049.7, "peak_pss_mib": 1046.8},
+            "total": {"peak_rss_mib": 2291.2, "end_rss_mib": 2197.0},
+        },
+        "state": {"rows_peak": 271796, "memory_used_bytes_peak": 155_946_304},
+        "exported_series": {"10s": 10200, "1m": 10200},
+        "metrics_bytes": 42_442_987,
+        "metrics_scrape_s": 4.77,
+    },
+}
+
+
+def test_health_section_tables_come_from_the_json(tmp_path: Path) -> None:
+    text = health_section(HEALTH)
+    assert text.startswith("## Stream freshness and memory")
+    assert "| 22:13:30 | 2.459 s | 2.46 | 2 | 491 ms | 2.791 s |" in text
+    assert "| 22:13:40 | **never shown** |" in text
+    assert "| **max** | **2.459 s** | **2.46** |  | median 558 ms |  |" in text
+    assert "| driver (Python) (1) | 491 | 398 | 0 | 0 |" in text
+    assert "| JVM (driver + executors) | 1,051 | 1,050 | 1,047 | 0 |" in text
+    assert "| **total** | 2,291 | 2,197 |" in text
+    assert "271,796 rows at peak (149 MiB)" in text and "10,200 (10s), 10,200 (1m)" in text
+    assert "42.4 MB in 4.77 s" in text
+    doc = render({**FIXTURE, "stream_health": HEALTH}, tmp_path / "img", tmp_path / "b.md")
+    assert "- **Stream health**: a closed 10 s window is on /metrics at most **2.46 s**" in doc
+    assert "**2,291 MiB** peak RSS" in doc and "| **total** | 2,291 |" in doc
+    missing = render(FIXTURE, tmp_path / "img", tmp_path / "c.md")
+    assert (
+        "## Stream freshness and memory\n\n_Not measured in this run: no result file._" in missing
+    )
