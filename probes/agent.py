@@ -213,8 +213,11 @@ class ProbeAgent:
             first = self._consumer.poll(0.05)
             if first is None:
                 continue
-            now = self.clock.now_us()
             msgs = [first, *self._consumer.consume(num_messages=1000, timeout=0)]
+            # Stamp after the drain: the drain can return messages sent after poll() returned
+            # (this thread may wait for the GIL in between), and a stamp taken before it gave
+            # them received_us < intended_us. Now it is late by at most the drain's duration.
+            now = self.clock.now_us()
             for m in msgs:
                 if m.error():
                     continue
