@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.report import fmt_error, fmt_seconds, health_section, render
+from bench.report import (
+    fmt_error,
+    fmt_seconds,
+    health_section,
+    probe_section,
+    render,
+    summarise_probe,
+)
 
 FIXTURE = {
     "accuracy": {
@@ -142,3 +149,74 @@ def test_health_section_tables_come_from_the_json(tmp_path: Path) -> None:
     assert (
         "## Stream freshness and memory\n\n_Not measured in this run: no result file._" in missing
     )
+
+
+def _rate(rate: int, lag: list[int], e2e: list[int], cpu: float, **kw: object) -> dict:
+    return {
+        "rate_total_per_s": rate,
+        "partitions": 3,
+        "size_bytes": 1024,
+        "duration_s": 50.0,
+        "messages": rate * 50,
+        "expected": rate * 50,
+        "missing": 0,
+        "lost": 0,
+        "duplicates": 0,
+        "send_lag_us": dict(zip(("p50", "p99", "p999", "max"), lag, strict=True)),
+        "e2e_us": dict(zip(("p50", "p99", "p999", "max"), e2e, strict=True)),
+        "publish_us": {"p50": 900, "p99": 2000, "p999": 3000, "max": 4000},
+        "cpu_pct_of_core": cpu,
+        "broker_cpu_pct_of_core": 9.5,
+        "hiccup_max_us": 2500,
+        "rss_mib_start": 60.0,
+        "rss_mib_end": 61.5,
+        "rss_mib_max": 62.0,
+        "rss_slope_mib_per_min": 0.012,
+        "load_avg_1m_at_end": 1.5,
+        **kw,
+    }
+
+
+PROBE = {
+    "rates": {
+        "1000": _rate(1000, [110, 600, 950, 4200], [1500, 3000, 8000, 12000], 12.25),
+        "10000": _rate(10000, [300, 2500, 9000, 15000], [2000, 9000, 30000, 41000], 71.0, lost=2),
+    },
+    "targets": {"rate": 1000, "send_lag_p999_us": 1000, "cpu_pct_of_core": 15.0},
+    "met": {"send_lag_p999": True, "cpu": True, "all": True},
+    "quick": False,
+    "machine": {"cpus": 2, "python": "3.11.7", "load_avg_1m_at_end": 1.5},
+}
+
+
+def test_probe_section_one_row_per_rate(tmp_path: Path) -> None:
+    text = probe_section(PROBE)
+    assert "| rate (msgs/s) | messages | send lag p50 | p99 | p99.9 | max |" in text
+    assert (
+        "| 1,000 | 50,000 | 110 µs | 600 µs | 950 µs | 4.2 ms | 1.5 ms | 8 ms | 12 ms "
+        "| 12.2 % | +0.01 MiB/min | yes |"
+    ) in text
+    assert "| 10,000 | 500,000 (**2 lost**) | 300 µs |" in text
+    assert "| 71.0 % | +0.01 MiB/min | no target |" in text
+    assert "| 1,000 | 50.0 s | 900 µs / 3 ms | 2.5 ms | 9.5 % | 60.0 → 61.5 (max 62.0) | 1.5 |" in (
+        text
+    )
+    assert "— **met**." in text
+    slow = {**PROBE, "rates": {**PROBE["rates"]}, "met": {"all": False}}
+    slow["rates"]["1000"] = _rate(1000, [110, 600, 2300, 5000], [1, 2, 3, 4], 18.0)
+    assert "| **no** (p99.9 > 1 ms; CPU > 15.0 %) |" in probe_section(slow)
+    assert "reset past deleted offsets" not in text
+    slow["rates"]["10000"] = _rate(
+        10000, [1, 2, 3, 4], [1, 2, 3, 4], 80.0, consumer_offset_resets=3
+    )
+    assert "At 10,000 msgs/s the probe's consumer fell further behind" in probe_section(slow)
+    slow["rates"]["10000"] = {"rate_total_per_s": 10000, "error": "RuntimeError: boom"}
+    assert "| 10,000 | **failed**: RuntimeError: boom | n/a |" in probe_section(slow)
+    line = summarise_probe(PROBE)
+    assert "at 1,000 msgs/s send lag p99.9 **950 µs**, CPU **12.2 %** of a core" in line
+    assert "(targets ≤ 1 ms, ≤ 15.0 %: **met**)" in line
+    assert "end-to-end floor on the embedded broker p50 1.5 ms, p99.9 8 ms" in line
+    doc = render({**FIXTURE, "probe": PROBE}, tmp_path / "img", tmp_path / "p.md")
+    assert "## Probe: send lag and CPU\n\nFrom `bench/results/probe.json`" in doc
+    assert "- **Probe**: at 1,000 msgs/s" in doc
+    assert "`rates.1000" not in doc  # the probe no longer falls back to the generic table
