@@ -1,8 +1,9 @@
 """The probe agent: schedule → producer → consumer → tracker → echo publisher, plus hiccups.
 
 Threads: a sender that follows the open-loop schedule (never waiting for acks or echoes), a
-receiver that consumes the probe topic back, a housekeeper that declares losses and refreshes
-leaders, and the hiccup meter. All timestamps come from one ``ProbeClock``.
+receiver that consumes the probe topic back, a delivery-report thread that timestamps acks as
+they arrive, a housekeeper that declares losses and refreshes leaders, and the hiccup meter. All
+timestamps come from one ``ProbeClock``.
 """
 
 from __future__ import annotations
@@ -46,10 +47,13 @@ class ProbeAgent:
         self._sender_done = threading.Event()
         self._drained = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._sender: threading.Thread | None = None
         self.leaders: dict[int, int] = {}
         self.partitions: list[int] = []
         self.echo_dropped = 0
         self.echoes_published = 0
+        #: Messages still unresolved when ``stop()`` gave up waiting (they have no echo).
+        self.unresolved_at_stop = 0
         self._warned_at = 0.0
         self._server: Any = None
         self._hiccups: HiccupMeter | None = None
@@ -137,9 +141,11 @@ class ProbeAgent:
         self._hiccups = HiccupMeter(
             self.clock, cfg.probe_id, cfg.cluster, cfg.hiccup_interval, self._publish
         )
+        self._sender = threading.Thread(target=self._send_loop, name="nines-send", daemon=True)
         self._threads = [
-            threading.Thread(target=self._send_loop, name="nines-send", daemon=True),
+            self._sender,
             threading.Thread(target=self._receive_loop, name="nines-receive", daemon=True),
+            threading.Thread(target=self._report_loop, name="nines-acks", daemon=True),
             threading.Thread(target=self._housekeeping_loop, name="nines-house", daemon=True),
             self._hiccups,
         ]
@@ -163,50 +169,64 @@ class ProbeAgent:
     # -- the loops ----------------------------------------------------------------------------
 
     def _send_loop(self) -> None:
+        try:
+            self._send_until_stopped()
+        finally:
+            self._sender_done.set()
+
+    def _send_until_stopped(self) -> None:
         cfg = self.config
         end_us = None if cfg.duration is None else self.schedule.t0_us + int(cfg.duration * 1e6)
         produce = self._producer.produce
         while not self._stopping.is_set():
             intended, partition, seq = self.schedule.next_due()
             if end_us is not None and intended >= end_us:
-                break
+                return
             now = self.clock.now_us()
             if intended > now:
-                self._producer.poll(0)
                 time.sleep(min(intended - now, 5_000) / 1e6)
                 continue
             payload = encode(self._hash, partition, seq, intended, cfg.size)
             callback = self._delivery(partition, seq)
+            leader = self.leaders.get(partition, -1)
             while True:
                 try:
-                    produce(cfg.topic, value=payload, partition=partition, on_delivery=callback)
+                    # Under the lock: the delivery report (another thread) and the message
+                    # itself (the receiver) must not reach the tracker before the send does.
+                    with self._lock:
+                        produce(cfg.topic, value=payload, partition=partition, on_delivery=callback)
+                        self.tracker.sent(partition, seq, intended, self.clock.now_us(), leader)
                     break
                 except BufferError:  # the queue is full: wait, keep the intended time
-                    self._producer.poll(0.005)
+                    time.sleep(0.005)  # the delivery-report thread frees the queue
                     if self._stopping.is_set():
                         return
-            with self._lock:
-                self.tracker.sent(
-                    partition, seq, intended, self.clock.now_us(), self.leaders.get(partition, -1)
-                )
             self.schedule.advance(partition)
-            self._producer.poll(0)
-        self._sender_done.set()
+
+    def _report_loop(self) -> None:
+        """Serve delivery reports as soon as librdkafka has them, so ``acked_us`` is the time
+        the ack arrived (give or take a thread wake-up), not when some loop next polled.
+
+        (``Message.latency()`` is no substitute: it is measured when the report is served.)
+        """
+        while not self._drained.is_set():
+            self._producer.poll(0.05)
 
     def _delivery(self, partition: int, seq: int):  # type: ignore[no-untyped-def]
         def done(err: Any, _msg: Any) -> None:
+            now = self.clock.now_us()
             with self._lock:
                 if err is None:
-                    self.tracker.acked(partition, seq, self.clock.now_us())
+                    echo = self.tracker.acked(partition, seq, now)
                 else:
-                    self.tracker.send_failed(partition, err.name())
+                    echo = self.tracker.send_failed(partition, seq, err.name())
+            if echo is not None:
+                self._publish(echo)
 
         return done
 
     def _receive_loop(self) -> None:
-        while not self._stopping.is_set() or self.tracker.in_flight:
-            if self._stopping.is_set() and self._drained.is_set():
-                break
+        while not self._drained.is_set():
             # poll() returns as soon as one message arrives; consume(timeout=0) then drains what
             # is already fetched. (consume() with a timeout would hold arrivals until it expires,
             # adding up to that timeout to every measured latency.)
@@ -236,7 +256,6 @@ class ProbeAgent:
                 lost = self.tracker.expire(self.clock.now_us())
             for echo in lost:
                 self._publish(echo)
-            self._producer.poll(0)
             self._echo_producer.poll(0)
             if time.monotonic() - last_md > METADATA_REFRESH_S:
                 last_md = time.monotonic()
@@ -291,21 +310,51 @@ class ProbeAgent:
         return self._sender_done.wait(timeout_s)
 
     def stop(self, timeout_s: float | None = None) -> None:
-        """Stop scheduling, wait (bounded) for outstanding echoes, flush, close."""
+        """Stop scheduling, wait (bounded) for outstanding echoes, flush, close.
+
+        Every message sent gets its echo unless it is still unresolved when ``timeout_s`` runs
+        out (counted in ``unresolved_at_stop``). Returns within about ``timeout_s`` + 1 s.
+        """
         timeout_s = self.config.shutdown_timeout if timeout_s is None else timeout_s
-        self._stopping.set()
         deadline = time.monotonic() + timeout_s
+        self._stopping.set()
+        # The sender may be between produce() and tracker.sent(): wait for it to leave its loop
+        # before judging what is in flight, or its last message could lose its echo.
+        if self._sender is not None:
+            self._sender.join(max(0.0, deadline - time.monotonic()))
         while self.tracker.in_flight and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.01)
         self._drained.set()
         if self._hiccups:
             self._hiccups.stop()
         for t in self._threads:
-            t.join(timeout=5)
+            t.join(max(0.1, deadline - time.monotonic()))
+        with self._lock:
+            held = self.tracker.release_held()
+            self.unresolved_at_stop = len(self.tracker.in_flight)
+        for echo in held:
+            self._publish(echo)
+        if self.unresolved_at_stop:
+            log.warning(
+                "stopping with %d messages still in flight after %g s: they have no echo",
+                self.unresolved_at_stop,
+                timeout_s,
+            )
         self._echo_producer.flush(max(0.5, deadline - time.monotonic()))
         self._consumer.close()
         if self._server is not None:
             self._server.shutdown()
+
+    def summary(self) -> str:
+        """One line of totals, logged when the probe stops."""
+        s = self.stats()
+        parts = s["partitions"].values()
+        total = {k: sum(p[k] for p in parts) for k in ("sent", "received", "lost")}
+        return (
+            f"stopped: sent={total['sent']} received={total['received']} lost={total['lost']} "
+            f"unresolved={self.unresolved_at_stop} echo_records_published="
+            f"{s['echoes_published']} echo_dropped={s['echo_dropped']}"
+        )
 
     def stats(self) -> dict[str, Any]:
         """A snapshot of counters (what /metrics shows)."""
@@ -314,7 +363,7 @@ class ProbeAgent:
                 p: {**vars(s), "send_errors": dict(s.send_errors)}
                 for p, s in self.tracker.stats.items()
             }
-            in_flight = len(self.tracker.in_flight)
+            in_flight = self.tracker.unreceived
             leaders = dict(self.leaders)
         return {
             "cluster": self.config.cluster,
@@ -347,4 +396,5 @@ def run_probe(config: ProbeConfig) -> int:
     while not stop.is_set() and not agent.wait(0.2):
         pass
     agent.stop()
+    log.info("%s", agent.summary())
     return 0
