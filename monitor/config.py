@@ -73,5 +73,38 @@ def build(
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         got = err.get("input")
-        shown = f" (got {got!r})" if err["type"] != "extra_forbidden" and got is not None else ""
+        shown = (
+            f" (got {got!r})"
+            if err["type"] != "extra_forbidden" and got is not None and repr(got) not in msg
+            else ""
+        )
         raise ConfigError(f"{where}: {msg}{shown}") from None
+
+
+def resolve_secrets(settings: Mapping[str, str], field: str = "kafka") -> dict[str, str]:
+    """Client settings with ``env:VAR`` and ``file:PATH`` values resolved.
+
+    An unset variable or an unreadable file is a ConfigError naming the key
+    (``kafka.sasl.password: ...``); the message shows the variable name or the file path,
+    never a secret.
+    """
+    import os
+
+    out = {}
+    for key, value in settings.items():
+        where = f"{field}.{key}"
+        if value.startswith("env:"):
+            name = value[4:]
+            if name not in os.environ:
+                raise ConfigError(f"{where}: environment variable {name} is not set")
+            value = os.environ[name]
+        elif value.startswith("file:"):
+            path = value[5:]
+            try:
+                value = Path(path).read_text().strip()
+            except OSError as exc:
+                raise ConfigError(f"{where}: cannot read file {path}: {exc.strerror}") from None
+            except UnicodeDecodeError:
+                raise ConfigError(f"{where}: file {path} is not UTF-8 text") from None
+        out[key] = value
+    return out

@@ -18,9 +18,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from monitor.config import ConfigError
+from monitor.config import ConfigError, build
 from monitor.core.units import format_duration, parse_duration_s
+
+if TYPE_CHECKING:
+    from streaming.config import StreamConfig
 
 EXAMPLES = """examples:
   nines demo                          # run until Ctrl+C
@@ -96,52 +100,135 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the embedded pipeline until the duration ends or Ctrl+C."""
+#: Brokers of the embedded cluster; the probe topic has one partition per broker.
+DEMO_BROKERS = 3
+#: The demo always shows 1m windows beside ``--window``.
+COARSE_WINDOW_S = 60
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """The demo's flags, validated before anything starts."""
+
+    duration_s: float | None
+    window_s: float
+    rate: float
+    hiccup: Hiccup | None
+
+
+def validate(args: argparse.Namespace) -> DemoOptions:
+    """Check every flag; raise ConfigError naming the flag before any process starts."""
+    from probes.config import MAX_TOTAL_RATE, ProbeConfig
+
+    duration_s = _duration(args.duration, "duration") if args.duration is not None else None
+    window_s = _duration(args.window, "window")
+    if window_s < 1 or not float(window_s).is_integer():
+        raise ConfigError(f"window: must be whole seconds, at least 1s (got {args.window!r})")
+    if COARSE_WINDOW_S % window_s and window_s % COARSE_WINDOW_S:
+        raise ConfigError(
+            f"window: {format_duration(window_s)} and the 1m windows the demo also shows must "
+            f"divide one another; use e.g. 5s, 10s, 30s or 5m (got {args.window!r})"
+        )
+    rate = build(ProbeConfig, {"bootstrap": "demo", "rate": args.rate}).rate
+    total = rate * DEMO_BROKERS
+    if total > MAX_TOTAL_RATE:
+        raise ConfigError(
+            f"rate: {rate:g}/s × {DEMO_BROKERS} partitions = {total:g}/s exceeds the probe's "
+            f"limit of {MAX_TOTAL_RATE:g}/s"
+        )
+    hiccup = parse_hiccup(args.hiccup) if args.hiccup is not None else None
+    if hiccup is not None:
+        if hiccup.duration_s <= 0:
+            raise ConfigError(f"hiccup: the stall must last more than 0s (got {args.hiccup!r})")
+        if duration_s is not None and hiccup.at_s >= duration_s:
+            raise ConfigError(
+                f"hiccup: starts at +{hiccup.at_s:g}s, after the demo ends "
+                f"(--duration {args.duration}); got {args.hiccup!r}"
+            )
+    _stream_config(args, window_s, "127.0.0.1:9092", Path("."))
+    _check_port_free(args.metrics_port)
+    if args.workdir is not None and Path(args.workdir).exists() and not Path(args.workdir).is_dir():
+        raise ConfigError(f"workdir: {args.workdir} exists and is not a directory")
+    return DemoOptions(duration_s, window_s, rate, hiccup)
+
+
+def _duration(text: str, field: str) -> float:
     try:
-        duration_s = parse_duration_s(args.duration) if args.duration is not None else None
-        window_s = parse_duration_s(args.window)
-        parse_duration_s(args.watermark)
-        parse_duration_s(args.trigger)
+        return parse_duration_s(text)
     except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    hiccup = parse_hiccup(args.hiccup) if args.hiccup else None
+        raise ConfigError(f"{field}: {exc}") from None
+
+
+#: StreamConfig field -> the demo flag that sets it.
+_STREAM_FLAGS = {"windows": "window", "metrics_port": "metrics-port"}
+
+
+def _stream_config(
+    args: argparse.Namespace, window_s: float, bootstrap: str, workdir: Path
+) -> StreamConfig:
+    """The demo's stream job config; a bad flag is reported under the demo's flag name."""
+    from streaming.config import StreamConfig
+
+    values = {
+        "bootstrap": bootstrap,
+        "windows": (format_duration(window_s), "1m"),
+        "watermark": args.watermark,
+        "trigger": args.trigger,
+        "metrics_port": args.metrics_port,
+        "starting_offsets": "earliest",
+        "checkpoint": str(workdir / "checkpoint"),
+        "archive": str(workdir / "archive"),
+        "master": "local[2]",
+    }
+    try:
+        return build(StreamConfig, values)
+    except ConfigError as exc:
+        field, sep, rest = str(exc).partition(": ")
+        raise ConfigError(f"{_STREAM_FLAGS.get(field, field)}{sep}{rest}") from None
+
+
+def _check_port_free(port: int, host: str = "127.0.0.1") -> None:
+    """Fail now, not after the broker and probe started, if the exporter cannot bind."""
+    import socket
+
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the exporter's server does
+        try:
+            s.bind((host, port))
+        except OverflowError:
+            raise ConfigError(f"metrics-port: must be a TCP port (got {port})") from None
+        except OSError as exc:
+            raise ConfigError(
+                f"metrics-port: cannot listen on {host}:{port} ({exc.strerror}); "
+                "pick another port, or 0 for any free port"
+            ) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate every flag, then run the embedded pipeline until the duration ends or Ctrl+C."""
+    opts = validate(args)
     with contextlib.ExitStack() as stack:
         workdir = Path(
             args.workdir or stack.enter_context(tempfile.TemporaryDirectory(prefix="nines-demo-"))
         )
-        return _run_pipeline(args, duration_s, window_s, hiccup, workdir)
+        return _run_pipeline(args, opts, workdir)
 
 
-def _run_pipeline(
-    args: argparse.Namespace,
-    duration_s: float | None,
-    window_s: float,
-    hiccup: Hiccup | None,
-    workdir: Path,
-) -> int:
+def _run_pipeline(args: argparse.Namespace, opts: DemoOptions, workdir: Path) -> int:
     from monitor.broker import EmbeddedBroker
     from streaming import StreamJob
-    from streaming.config import StreamConfig
 
     stop = _StopFlag()
     out = _Output(plain=args.plain or not sys.stdout.isatty())
     out.line("nines demo: starting the embedded broker (a test cluster, not a production broker)")
-    with EmbeddedBroker() as broker:
+    with EmbeddedBroker(brokers=DEMO_BROKERS) as broker:
         out.line(f"  broker   {broker.bootstrap}")
-        stream_cfg = StreamConfig(
-            bootstrap=broker.bootstrap,
-            windows=(format_duration(window_s), "1m"),
-            watermark=args.watermark,
-            trigger=args.trigger,
-            metrics_port=args.metrics_port,
-            starting_offsets="earliest",
-            checkpoint=str(workdir / "checkpoint"),
-            archive=str(workdir / "archive"),
-            master="local[2]",
-        )
-        with _probe_process(broker.bootstrap, args.rate) as probe:
-            out.line(f"  probe    pid {probe.pid}, {args.rate} msgs/s per partition, open loop")
+        stream_cfg = _stream_config(args, opts.window_s, broker.bootstrap, workdir)
+        hiccup = opts.hiccup
+        with _probe_process(broker.bootstrap, str(opts.rate)) as probe:
+            out.line(f"  probe    pid {probe.pid}, {opts.rate:g} msgs/s per partition, open loop")
             job = StreamJob(stream_cfg)
             job.start()
             try:
@@ -154,7 +241,7 @@ def _run_pipeline(
                         f"  hiccup   broker stalls for {hiccup.duration_s:g}s at +{hiccup.at_s:g}s"
                     )
                 out.line("Ctrl+C to stop.")
-                _loop(job, broker, probe, duration_s, hiccup, stop, out)
+                _loop(job, broker, probe, opts.duration_s, hiccup, stop, out)
             finally:
                 job.stop()
                 _terminate(probe)

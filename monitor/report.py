@@ -33,8 +33,14 @@ REPORT_EXAMPLES = """examples:
   nines report --archive /data/archive --out latency.png
   nines report --archive /data/archive --from 2026-11-22T10:00 --to 2026-11-22T11:00 --kind e2e --out hour.html
   nines report --archive /data/archive --by window --resolution 1m --out minutes.png
-  nines slo --archive /data/archive --sla examples/sla.yaml --since 30d
+  nines report --archive /data/archive --topic nines.probe --partition 0 --out p0.png --hlog p0.hlog
 """  # noqa: E501
+
+SLO_EXAMPLES = """examples:
+  nines slo --archive /data/archive --sla examples/sla.yaml               # the last 30 days
+  nines slo --archive /data/archive --sla examples/sla.yaml --since 7d
+  nines slo --archive /data/archive --sla examples/sla.yaml --since 1h --resolution 1m
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -43,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "report",
         help="Plot latency-by-percentile from the histogram archive.",
         description="Merges archived HDR histograms over a time span and plots latency by "
-        "percentile (x: 1/(1-p) log scale up to 99.9999 %%, then the max), one curve per series "
+        "percentile (x: 1/(1-p) log scale up to 99.9999 %, then the max), one curve per series "
         "or per window. Writes PNG (plus the plotted points as FILE.png.json) or HTML.",
         epilog=REPORT_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -58,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="SLO attainment per objective from merged archived histograms.",
         description="For each objective of an SLA file: the fraction of probe messages under the "
         "threshold, the max, or the loss ratio, over the span, from merged histograms.",
-        epilog=REPORT_EXAMPLES,
+        epilog=SLO_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s.add_argument("--archive", required=True, help="archive directory written by nines stream")

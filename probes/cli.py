@@ -65,4 +65,6 @@ def run(args: argparse.Namespace) -> int:
     }
     if not values.get("bootstrap") and not args.bootstrap:
         raise ConfigError("probe.bootstrap: required (--bootstrap or `probe: bootstrap:`)")
-    return run_probe(build(ProbeConfig, values, flags, prefix="probe"))
+    config = build(ProbeConfig, values, flags, prefix="probe")
+    config.client_settings()  # an unset env: or unreadable file: secret fails here, exit 2
+    return run_probe(config)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
-from pathlib import Path
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from monitor.config import StageConfig
+from monitor.config import StageConfig, resolve_secrets
 from monitor.core.units import parse_duration_s, parse_rate, parse_size_bytes
 
 #: Bytes of the probe header inside every payload (see probes.payload).
@@ -47,6 +47,8 @@ class ProbeConfig(StageConfig):
     @classmethod
     def _rate(cls, v: Any) -> float:
         rate = parse_rate(v)
+        if not math.isfinite(rate):
+            raise ValueError("must be a finite number of messages per second per partition")
         if rate <= 0:
             raise ValueError("must be > 0 messages per second per partition")
         return rate
@@ -93,12 +95,10 @@ class ProbeConfig(StageConfig):
         return self
 
     def client_settings(self) -> dict[str, str]:
-        """librdkafka pass-through settings with ``env:VAR`` / ``file:PATH`` secrets resolved."""
-        out = {}
-        for key, value in self.kafka.items():
-            if value.startswith("env:"):
-                value = os.environ.get(value[4:], "")
-            elif value.startswith("file:"):
-                value = Path(value[5:]).read_text().strip()
-            out[key] = value
-        return out
+        """librdkafka pass-through settings with ``env:VAR`` / ``file:PATH`` secrets resolved.
+
+        An unset variable or an unreadable file raises ConfigError naming the key, e.g.
+        ``kafka.sasl.password: cannot read file /x: No such file or directory``; the message
+        never holds a secret.
+        """
+        return resolve_secrets(self.kafka, "kafka")

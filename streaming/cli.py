@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from streaming.config import StreamConfig
 
 EXAMPLES = """examples:
   nines stream --bootstrap kafka:9092 --checkpoint /data/ckpt --archive /data/archive
@@ -46,11 +50,60 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
+#: Seconds the pre-flight check waits for the cluster's metadata (as the probe does).
+PREFLIGHT_TIMEOUT_S = 5.0
+
+
+def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
+    """Check, before Spark starts, that the bootstrap answers and the echo topic exists.
+
+    One metadata request with the job's own consumer settings (``kafka:``); nothing is
+    created (a full metadata request never auto-creates topics). Applies to both sources:
+    ``--source kafka`` reads the same cluster. Raises ConfigError naming the field.
+    """
+    from confluent_kafka import Consumer, KafkaError, KafkaException
+
+    from monitor.config import ConfigError
+
+    quiet = logging.getLogger("nines.stream.preflight")
+    if not quiet.handlers:
+        quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False  # librdkafka's connect failures would add lines to our one
+    try:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": config.bootstrap,
+                "group.id": "nines-stream-preflight",
+                "enable.auto.commit": False,
+                **config.kafka,
+                "logger": quiet,
+            }
+        )
+    except KafkaException as exc:
+        raise ConfigError(f"kafka: {exc.args[0].str()}") from None
+    try:
+        md = consumer.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise ConfigError(
+            f"bootstrap: cannot reach {config.bootstrap} ({exc.args[0].str()})"
+        ) from None
+    finally:
+        consumer.close()
+    topic = md.topics.get(config.echo_topic)
+    error = topic.error if topic is not None else None
+    if error is not None and error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+        raise ConfigError(f"echo_topic: {config.echo_topic!r} on {config.bootstrap}: {error.str()}")
+    if topic is None or error is not None or not topic.partitions:
+        raise ConfigError(
+            f"echo_topic: unknown topic {config.echo_topic!r} on {config.bootstrap}; "
+            "create it (nines probe creates nothing)"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
-    """Validate the configuration and run the job."""
+    """Validate the configuration, check the cluster, and run the job."""
     from monitor.config import ConfigError, build, load_yaml, section
     from streaming.config import StreamConfig
-    from streaming.job import run_stream
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     values = section(load_yaml(args.config), "stream")
@@ -71,4 +124,8 @@ def run(args: argparse.Namespace) -> int:
     }
     if not values.get("bootstrap") and not args.bootstrap:
         raise ConfigError("stream.bootstrap: required (--bootstrap or `stream: bootstrap:`)")
-    return run_stream(build(StreamConfig, values, flags, prefix="stream"))
+    config = build(StreamConfig, values, flags, prefix="stream")
+    preflight(config)
+    from streaming.job import run_stream  # Spark: only once the input is known to be good
+
+    return run_stream(config)

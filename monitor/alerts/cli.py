@@ -11,6 +11,13 @@ import yaml
 
 from monitor.config import ConfigError
 
+RENDER_EXAMPLES = """examples:
+  nines alerts render --sla examples/sla.yaml                      # rules file on stdout
+  nines alerts render --sla examples/sla.yaml --out nines-rules.yaml
+  nines alerts render --sla examples/sla.yaml --format prometheusrule \\
+      --namespace monitoring --label release=prometheus --out nines-rule.yaml
+"""
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``alerts render``."""
@@ -18,13 +25,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "alerts",
         help="Render Prometheus alerting rules from an SLA file.",
         description="Render Prometheus alerting rules from an SLA file (see docs/alerts.md).",
+        epilog=RENDER_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = p.add_subparsers(dest="alerts_command", metavar="ACTION", required=True)
     render = actions.add_parser(
         "render",
         help="Write a Prometheus rules file or a PrometheusRule resource.",
         description="Render the SLA's alerting and recording rules; they read only the metrics "
-        "in docs/metrics.md and never average quantiles.",
+        "in docs/metrics.md and never average quantiles. A bad SLA file exits 2 with one line "
+        "naming the field.",
+        epilog=RENDER_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     render.add_argument("--sla", required=True, metavar="FILE", help="SLA YAML file.")
     render.add_argument("--out", metavar="FILE", help="Write here instead of stdout.")

@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
+import argparse
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from monitor.cli import build_parser
+from monitor.cli import build_parser, main
 
-SUBCOMMANDS = sorted(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+ROOT = Path(__file__).resolve().parents[2]
+#: What every subcommand's --help shows above its example command lines.
+EXAMPLES_MARKER = "examples:"
+
+
+def command_paths(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[str, ...]]:
+    """Every subcommand and nested subcommand, found by walking argparse's subparsers."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*path, name)
+                yield from command_paths(sub, (*path, name))
+
+
+ALL_COMMANDS = sorted(command_paths(build_parser()))
+SUBCOMMANDS = sorted({path[0] for path in ALL_COMMANDS})
 
 
 def nines(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -22,6 +43,8 @@ def test_all_issue_subcommands_exist() -> None:
     assert {"broker", "probe", "stream", "demo", "report", "alerts", "dashboards"} <= set(
         SUBCOMMANDS
     )
+    # the walk finds nested subcommands too
+    assert {("broker", "ctl"), ("alerts", "render"), ("dashboards", "push")} <= set(ALL_COMMANDS)
 
 
 @pytest.mark.parametrize("command", SUBCOMMANDS)
@@ -31,7 +54,32 @@ def test_help_works(command: str) -> None:
     assert "usage: nines" in out.stdout
 
 
+@pytest.mark.parametrize("path", ALL_COMMANDS, ids=" ".join)
+def test_every_help_exits_0_with_examples(
+    path: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main([*path, "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"usage: nines {' '.join(path)}"), text
+    assert f"\n{EXAMPLES_MARKER}\n" in text, f"nines {' '.join(path)} --help has no examples"
+    examples = text.split(f"\n{EXAMPLES_MARKER}\n", 1)[1]
+    commands = [line.strip() for line in examples.splitlines() if line.strip().startswith("nines ")]
+    assert commands, "the examples should show this command"
+    assert all(c.startswith(f"nines {' '.join(path)}") for c in commands), commands
+    assert "%%" not in text  # argparse does not %-format descriptions and epilogs
+
+
 def test_top_level_help_and_version() -> None:
     out = nines("--help")
     assert out.returncode == 0 and "demo" in out.stdout
     assert nines("--version").stdout.startswith("nines ")
+
+
+def test_documented_error_example_is_the_real_message(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = (ROOT / "docs" / "configuration.md").read_text()
+    m = re.search(r"`nines probe --rate 0` prints `([^`]+)`", doc)
+    assert m, "docs/configuration.md lost its example error message"
+    assert main(["probe", "--bootstrap", "127.0.0.1:1", "--rate", "0"]) == 2
+    assert capsys.readouterr().err == m.group(1) + "\n"

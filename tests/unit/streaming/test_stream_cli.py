@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
+
+from monitor.broker.testing import Cluster, unique_topic
+from monitor.cli import main
 
 
 def nines_stream(*args: str) -> subprocess.CompletedProcess[str]:
@@ -48,3 +52,46 @@ def test_bootstrap_is_required_and_yaml_is_validated_too(tmp_path: Path) -> None
     cfg.write_text("stream: {bootstrap: 'x:1', windows: [10s, 1m], colour: blue}\n")
     out = nines_stream("--config", str(cfg))
     assert out.returncode == 2 and "stream.colour" in out.stderr, out.stderr
+
+
+def test_unreachable_bootstrap_exits_2_before_spark() -> None:
+    out = nines_stream("--bootstrap", "127.0.0.1:1")
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines() == [out.stderr.strip()], out.stderr
+    assert out.stderr.startswith("nines stream: error: bootstrap: cannot reach 127.0.0.1:1 (")
+    assert "Traceback" not in out.stderr and "Spark" not in out.stderr + out.stdout
+
+
+@pytest.fixture
+def no_spark(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Replace streaming.job (Spark) by a stub that records the configs it would run."""
+    started: list[object] = []
+
+    def run_stream(config: object) -> int:
+        started.append(config)
+        return 0
+
+    stub = types.ModuleType("streaming.job")
+    stub.run_stream = run_stream  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "streaming.job", stub)
+    return started
+
+
+@pytest.mark.parametrize("source", ["python", "kafka"])
+def test_missing_echo_topic_exits_2_before_spark(
+    broker: Cluster,
+    no_spark: list[object],
+    source: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["stream", "--bootstrap", broker.bootstrap, "--source", source]
+    assert main([*args, "--echo-topic", "no.such.echoes"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"nines stream: error: echo_topic: unknown topic 'no.such.echoes' on {broker.bootstrap}; "
+        "create it (nines probe creates nothing)\n"
+    )
+    assert no_spark == []
+    echoes = unique_topic(broker, 2, prefix="echoes")
+    assert main([*args, "--echo-topic", echoes]) == 0  # the check passes: Spark would start
+    assert [c.echo_topic for c in no_spark] == [echoes]  # type: ignore[attr-defined]
