@@ -20,7 +20,7 @@ from typing import Any
 from bench.machine import RESULTS_DIR, PartSkipped, machine_facts
 
 ROOT = Path(__file__).resolve().parent.parent
-PARTS = ("accuracy", "co", "probe", "stream", "health")
+PARTS = ("accuracy", "co", "probe", "aggregation", "stream", "health")
 
 
 def _accuracy(quick: bool) -> None:
@@ -79,6 +79,13 @@ def _stream(quick: bool) -> None:
     _pytest_bench("tests/bench/test_stream_bench.py", "stream.json", quick, 480)
 
 
+def _aggregation(quick: bool) -> None:
+    """Aggregation throughput apart from Kafka, local[1] and local[2] (``bench.aggregation``)."""
+    from bench.aggregation import run_aggregation
+
+    run_aggregation(quick=quick)
+
+
 def _health(quick: bool) -> None:
     """Freshness and memory of the stream job (``tests/bench/test_stream_freshness_bench.py``)."""
     _pytest_bench("tests/bench/test_stream_freshness_bench.py", "stream_health.json", quick, 480)
@@ -90,6 +97,7 @@ RUNNERS: dict[str, Callable[[bool], None]] = {
     "probe": _probe,
     "stream": _stream,
     "health": _health,
+    "aggregation": _aggregation,
 }
 
 

@@ -63,7 +63,7 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
     """
     from confluent_kafka import Consumer, KafkaError, KafkaException
 
-    from monitor.config import ConfigError
+    from monitor.config import ConfigError, resolve_secrets
 
     quiet = logging.getLogger("nines.stream.preflight")
     if not quiet.handlers:
@@ -75,7 +75,7 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
                 "bootstrap.servers": config.bootstrap,
                 "group.id": "nines-stream-preflight",
                 "enable.auto.commit": False,
-                **config.kafka,
+                **resolve_secrets(config.kafka),
                 "logger": quiet,
             }
         )

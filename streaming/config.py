@@ -30,6 +30,7 @@ class StreamConfig(StageConfig):
     master: str = "local[*]"
     max_records_per_batch: int = 1_000_000
     shuffle_partitions: int = 4
+    state_store: Literal["rocksdb", "memory"] = "rocksdb"
     kafka: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("windows", mode="before")

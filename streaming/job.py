@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from monitor.config import resolve_secrets
 from monitor.core.hdr import HdrLayout, SparseHistogram
 from monitor.core.windows import SeriesKey, WindowHistogram, with_topic_rollups
 from monitor.exporter import LatencyExporter, MetricsServer
@@ -28,7 +29,16 @@ from streaming.histograms import STAT_PREFIX, latency_rows, windowed_histograms
 
 log = logging.getLogger("nines.stream")
 
+#: Spark state store providers: RocksDB keeps the histograms off the JVM heap (on local disk,
+#: with a bounded cache), so the 1h windows of many series fit; "memory" is Spark's default.
+STATE_STORES = {
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "memory": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+}
+
 BatchCallback = Callable[[int, list[WindowHistogram], StreamCounters], None]
+#: spark → a streaming DataFrame of the Kafka source's rows (``streaming.source.SOURCE_SCHEMA``).
+SourceFactory = Callable[[Any], Any]
 
 
 def spark_session(config: StreamConfig) -> Any:
@@ -49,6 +59,9 @@ def spark_session(config: StreamConfig) -> Any:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.streaming.stateStore.providerClass", STATE_STORES[config.state_store])
+        # RocksDB: checkpoint only the changes of each batch, not a snapshot of the whole state
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -97,6 +110,8 @@ def _read_builtin_kafka(spark: Any, config: StreamConfig) -> Any:
         .option("startingOffsets", config.starting_offsets)
         .option("failOnDataLoss", "false")
         .option("maxOffsetsPerTrigger", str(config.max_records_per_batch))
+        # librdkafka-style settings as kafka.* options (Spark redacts keys naming a password)
+        .options(**{f"kafka.{k}": v for k, v in resolve_secrets(config.kafka).items()})
         .load()
         .select("value")
     )
@@ -112,12 +127,15 @@ def with_event_time(echoes: Any, config: StreamConfig) -> Any:
     )
 
 
-def build_query(spark: Any, config: StreamConfig, checkpoint: str) -> Any:
-    """The whole chain up to the aggregated closed-window rows."""
+def build_query(
+    spark: Any, config: StreamConfig, checkpoint: str, source: SourceFactory | None = None
+) -> Any:
+    """The whole chain up to the aggregated closed-window rows (``source`` replaces Kafka)."""
     layout = HdrLayout(config.lowest_us, int(config.highest * 1e6), config.digits)
     resolutions_us = {r: s * 1_000_000 for r, s in config.window_seconds.items()}
     finest = min(resolutions_us, key=lambda r: resolutions_us[r])
-    echoes = with_event_time(read_echoes(spark, config, checkpoint), config)
+    raw = source(spark) if source else read_echoes(spark, config, checkpoint)
+    echoes = with_event_time(raw, config)
     rows = latency_rows(echoes, resolutions_us, finest, layout)
     return windowed_histograms(rows, resolutions_us, int(config.watermark * 1000))
 
@@ -204,11 +222,16 @@ class StreamJob:
     """The running query plus its exporter; ``start()``, then ``stop()``."""
 
     def __init__(
-        self, config: StreamConfig, spark: Any = None, on_batch: BatchCallback | None = None
+        self,
+        config: StreamConfig,
+        spark: Any = None,
+        on_batch: BatchCallback | None = None,
+        source: SourceFactory | None = None,
     ) -> None:
         self.config = config
         self.spark = spark
         self.on_batch = on_batch
+        self.source = source
         self.layout = HdrLayout(config.lowest_us, int(config.highest * 1e6), config.digits)
         self.resolutions_us = {r: s * 1_000_000 for r, s in config.window_seconds.items()}
         finest = min(self.resolutions_us, key=lambda r: self.resolutions_us[r])
@@ -239,7 +262,7 @@ class StreamJob:
             self.spark = spark_session(self.config)
         if serve:
             self.server = self.exporter.serve(self.config.metrics_host, self.config.metrics_port)
-        aggregated = build_query(self.spark, self.config, self.checkpoint)
+        aggregated = build_query(self.spark, self.config, self.checkpoint, self.source)
         self.query = (
             aggregated.writeStream.outputMode("append")
             .foreachBatch(self._sink)

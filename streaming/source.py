@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from monitor.config import resolve_secrets
 from streaming.parse import PARSED_SCHEMA, parse_values
 
 #: Row types the source emits: parsed echoes and hiccups, plus counted-not-measured rows.
@@ -114,9 +115,17 @@ class KafkaEchoReader(DataSourceStreamReader):
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
                 "fetch.wait.max.ms": 50,
+                # large fetches: twice the records/s of the defaults on one core (measured);
+                # the pre-fetch queue stays bounded at 64 MiB per consumer
+                "max.partition.fetch.bytes": 10 * 1024 * 1024,
+                "fetch.max.bytes": 50 * 1024 * 1024,
+                "queued.min.messages": 500_000,
+                "queued.max.messages.kbytes": 64 * 1024,
                 # an offset removed while we read: restart at the oldest one, and count the gap
                 "auto.offset.reset": "earliest",
-                **self.kafka,
+                # env:/file: secrets resolve here, where the consumer runs (the executor has
+                # the Secret), so no secret ever enters Spark's options, plans or logs
+                **resolve_secrets(self.kafka),
             }
         )
 
