@@ -18,12 +18,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from monitor.alerts.sla import SlaConfig, load_sla
 from monitor.config import ConfigError, build
 from monitor.core.units import format_duration, parse_duration_s
 
 if TYPE_CHECKING:
+    from monitor.core.windows import WindowHistogram
     from streaming.config import StreamConfig
 
 EXAMPLES = """examples:
@@ -97,9 +99,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--workdir", default=None, help="checkpoint and archive directory (default: a temp dir)"
     )
     p.add_argument("--plain", action="store_true", help="print tables instead of a live view")
+    p.add_argument(
+        "--sla",
+        default=DEFAULT_SLA if Path(DEFAULT_SLA).exists() else None,
+        help=f"SLA: objectives shown live, rules written to the workdir (default {DEFAULT_SLA})",
+    )
     p.set_defaults(func=run)
 
 
+#: The commented example SLA (``make demo`` runs from the repository root).
+DEFAULT_SLA = "examples/sla.yaml"
 #: Brokers of the embedded cluster; the probe topic has one partition per broker.
 DEMO_BROKERS = 3
 #: The demo always shows 1m windows beside ``--window``.
@@ -114,6 +123,7 @@ class DemoOptions:
     window_s: float
     rate: float
     hiccup: Hiccup | None
+    sla: SlaConfig | None = None
 
 
 def validate(args: argparse.Namespace) -> DemoOptions:
@@ -149,7 +159,11 @@ def validate(args: argparse.Namespace) -> DemoOptions:
     _check_port_free(args.metrics_port)
     if args.workdir is not None and Path(args.workdir).exists() and not Path(args.workdir).is_dir():
         raise ConfigError(f"workdir: {args.workdir} exists and is not a directory")
-    return DemoOptions(duration_s, window_s, rate, hiccup)
+    sla_path = getattr(args, "sla", None)
+    if sla_path and not Path(sla_path).is_file():
+        raise ConfigError(f"sla: no such file {sla_path!r}")
+    sla = load_sla(sla_path) if sla_path else None
+    return DemoOptions(duration_s, window_s, rate, hiccup, sla)
 
 
 def _duration(text: str, field: str) -> float:
@@ -236,12 +250,15 @@ def _run_pipeline(args: argparse.Namespace, opts: DemoOptions, workdir: Path) ->
                 out.line(
                     f"  archive  {workdir / 'archive'}  (nines report --archive ... --out plot.png)"
                 )
+                if opts.sla is not None:
+                    rules = _write_rules(opts.sla, workdir)
+                    out.line(f"  sla      {args.sla}: rules for Prometheus in {rules}")
                 if hiccup:
                     out.line(
                         f"  hiccup   broker stalls for {hiccup.duration_s:g}s at +{hiccup.at_s:g}s"
                     )
                 out.line("Ctrl+C to stop.")
-                _loop(job, broker, probe, opts.duration_s, hiccup, stop, out)
+                _loop(job, broker, probe, opts, stop, out)
             finally:
                 job.stop()
                 _terminate(probe)
@@ -249,9 +266,22 @@ def _run_pipeline(args: argparse.Namespace, opts: DemoOptions, workdir: Path) ->
     return 0
 
 
-def _loop(job, broker, probe, duration_s, hiccup, stop, out) -> None:  # type: ignore[no-untyped-def]
+def _write_rules(sla: SlaConfig, workdir: Path) -> Path:
+    """The SLA's Prometheus rules, as ``nines alerts render`` writes them."""
+    import yaml
+
+    from monitor.alerts.rules import render_rules
+
+    path = workdir / "rules.yaml"
+    workdir.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(render_rules(sla), sort_keys=False))
+    return path
+
+
+def _loop(job, broker, probe, opts, stop, out) -> None:  # type: ignore[no-untyped-def]
     from monitor.exporter import quantile_table
 
+    duration_s, hiccup = opts.duration_s, opts.hiccup
     started = time.monotonic()
     stalled_until: float | None = None
     shown_end: dict[str, int] = {}
@@ -276,14 +306,55 @@ def _loop(job, broker, probe, duration_s, hiccup, stop, out) -> None:  # type: i
             }
             if ends and ends != shown_end:
                 shown_end = ends
-                live.update(render_tables(latest, quantile_table))
+                live.update(render_tables(latest, quantile_table, opts.sla))
             time.sleep(0.25)
         if stalled_until is not None and stalled_until > 0:
             broker.resume()
 
 
-def render_tables(latest: dict, quantile_table) -> object:  # type: ignore[type-arg,no-untyped-def]
-    """A rich renderable: one table per resolution for its latest closed window."""
+def sla_status(sla: SlaConfig, latest: dict[str, list[WindowHistogram]]) -> list[dict[str, Any]]:
+    """Each quantile or max objective against the latest closed window of its resolution.
+
+    Like the rendered rules, the worst matching series decides (``max by``, never an average);
+    a quantile is only judged when the window holds enough samples for it.
+    """
+    from monitor.core.hdr import min_samples_for
+
+    out = []
+    for o in sla.objectives:
+        if o.max is None and (o.quantile is None or o.threshold is None):
+            continue  # loss and liveness objectives live in Prometheus only
+        windows = [
+            w
+            for w in latest.get(format_duration(o.window), [])
+            if w.series.kind == o.kind
+            and w.series.partition != "all"
+            and (o.cluster is None or w.series.cluster == o.cluster)
+            and (o.topic is None or w.series.topic == o.topic)
+            and (o.partition is None or w.series.partition == o.partition)
+        ]
+        limit = o.max if o.max is not None else o.threshold
+        if o.max is not None:
+            values = [w.hist.max_us / 1e6 for w in windows if w.hist.total]
+        else:
+            q = float(o.quantile or 0)
+            values = [
+                w.hist.value_at_quantile(q) / 1e6
+                for w in windows
+                if w.hist.total >= min_samples_for(q)
+            ]
+        worst = max(values, default=None)
+        state = "no data" if worst is None else ("BREACH" if worst > float(limit or 0) else "ok")
+        what = f"max <= {limit:g}s" if o.max is not None else f"p{o.quantile} <= {limit:g}s"
+        out.append(
+            {"name": o.name, "objective": f"{o.kind} {what} per {format_duration(o.window)}",
+             "worst": worst, "state": state}
+        )  # fmt: skip
+    return out
+
+
+def render_tables(latest: dict, quantile_table, sla: SlaConfig | None = None) -> object:  # type: ignore[type-arg,no-untyped-def]
+    """A rich renderable: one table per resolution for its latest closed window, then the SLA."""
     from datetime import datetime
 
     from rich.console import Group
@@ -312,6 +383,14 @@ def render_tables(latest: dict, quantile_table) -> object:  # type: ignore[type-
                 cells.append("—" if v is None else f"{v * 1e3:.3f}")
             cells += [f"{row['max'] * 1e3:.3f}", str(row["lost"])]
             t.add_row(*cells)
+        tables.append(t)
+    if sla is not None:
+        t = Table(title="SLA objectives — worst series in the latest closed window")
+        for col in ("objective", "name", "worst, ms", "state"):
+            t.add_column(col, justify="right" if col == "worst, ms" else "left")
+        for row in sla_status(sla, latest):
+            worst = "—" if row["worst"] is None else f"{row['worst'] * 1e3:.3f}"
+            t.add_row(row["objective"], row["name"], worst, row["state"])
         tables.append(t)
     return Group(*tables)
 

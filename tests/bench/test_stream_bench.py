@@ -32,13 +32,13 @@ pytestmark = pytest.mark.bench
 ROOT = Path(__file__).resolve().parents[2]
 RESULT = ROOT / "bench" / "results" / "stream.json"
 QUICK = os.environ.get("NINES_BENCH_QUICK") == "1"
-ECHOES = 40_000 if QUICK else 160_000
+ECHOES = 40_000 if QUICK else 320_000
 #: Echoes the job processes before the measurement (cold start is reported separately).
 WARMUP = 5_000
 #: ``max_records_per_batch``: the measured echoes arrive over several micro-batches.
-BATCH = 50_000
+BATCH = 80_000
 #: Echo-topic partitions: the embedded broker keeps ~5 MiB per partition, so spread the data.
-PARTITIONS = 16
+PARTITIONS = 32
 PROBE_PARTITIONS = 3
 SPAN_S = 600
 WINDOWS = {"10s": 10_000_000, "1m": 60_000_000, "1h": 3_600_000_000}

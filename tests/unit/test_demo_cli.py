@@ -54,6 +54,7 @@ BAD = [
     (["--hiccup", "0s@30s"], "hiccup: the stall must last more than 0s"),
     (["--hiccup", "5s@30s", "--duration", "20s"], "hiccup: starts at +30s, after the demo ends"),
     (["--workdir", __file__], "workdir: "),
+    (["--sla", "/no/such/sla.yaml"], "sla: no such file '/no/such/sla.yaml'"),
 ]
 
 
@@ -97,3 +98,70 @@ def test_good_flags_pass_validation(monkeypatch: pytest.MonkeyPatch) -> None:
     (opts,) = seen
     assert (opts.rate, opts.duration_s, opts.window_s) == (100.0, 60.0, 300.0)
     assert (opts.hiccup.duration_s, opts.hiccup.at_s) == (5.0, 30.0)
+
+
+def _window(res: str, partition: str, values_us: list[int], kind: str = "e2e") -> object:
+    from monitor.core.hdr import HdrLayout, SparseHistogram
+    from monitor.core.windows import SeriesKey, WindowHistogram
+
+    hist = SparseHistogram.from_values(HdrLayout(), values_us)
+    return WindowHistogram(res, 0, 60_000_000, SeriesKey("c", "t", partition, kind), hist)
+
+
+def test_sla_status_judges_the_worst_series_of_the_example_sla() -> None:
+    from monitor.alerts.sla import load_sla
+    from monitor.demo import DEFAULT_SLA, sla_status
+
+    sla = load_sla(DEFAULT_SLA)  # e2e p99.9 <= 50ms per 1m, e2e max <= 2s per 1m
+    fast = [5_000] * 2_000
+    slow_tail = [5_000] * 1_990 + [80_000] * 10  # p99.9 = 80 ms on this partition only
+    latest = {
+        "1m": [
+            _window("1m", "0", fast),
+            _window("1m", "1", slow_tail),
+            # the topic merge and other kinds never decide (rules use per-partition series)
+            _window("1m", "all", fast),
+            _window("1m", "2", [9_000_000] * 2_000, kind="publish"),
+        ]
+    }
+    rows = {r["name"]: r for r in sla_status(sla, latest)}
+    assert set(rows) == {"e2e-p999", "e2e-max"}  # loss and liveness are Prometheus' job
+    assert rows["e2e-p999"]["state"] == "BREACH"
+    assert abs(rows["e2e-p999"]["worst"] - 0.080) < 0.080 * 1e-3
+    assert rows["e2e-max"]["state"] == "ok"
+    assert abs(rows["e2e-max"]["worst"] - 0.080) < 0.080 * 1e-3
+
+    calm = sla_status(sla, {"1m": [_window("1m", "0", fast), _window("1m", "1", fast)]})
+    assert {r["name"]: r["state"] for r in calm} == {"e2e-p999": "ok", "e2e-max": "ok"}
+
+
+def test_sla_status_does_not_judge_a_quantile_from_too_few_samples() -> None:
+    from monitor.alerts.sla import load_sla
+    from monitor.demo import DEFAULT_SLA, sla_status
+
+    rows = {
+        r["name"]: r
+        for r in sla_status(load_sla(DEFAULT_SLA), {"1m": [_window("1m", "0", [90_000] * 500)]})
+    }
+    assert rows["e2e-p999"]["state"] == "no data"  # 500 samples cannot carry a p99.9
+    assert rows["e2e-max"]["state"] == "ok"
+    assert sla_status(load_sla(DEFAULT_SLA), {})[0]["state"] == "no data"
+
+
+def test_demo_writes_the_sla_rules_for_prometheus(tmp_path: object) -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from monitor.alerts.sla import load_sla
+    from monitor.demo import DEFAULT_SLA, _write_rules
+
+    path = _write_rules(load_sla(DEFAULT_SLA), Path(str(tmp_path)))
+    from monitor.alerts.rules import render_rules
+
+    sla = load_sla(DEFAULT_SLA)
+    rules = yaml.safe_load(path.read_text())
+    assert rules == render_rules(sla)  # what `nines alerts render` writes
+    alerts = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
+    for o in sla.objectives:  # every objective of the example has its alert
+        assert any(o.name in str(r) for r in alerts), o.name
