@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # The stamp names the dependency spec and this checkout's path: an editable install points here.
 STAMP := $(VENV)/.nines-installed-$(shell (cat pyproject.toml; echo $(CURDIR)) | sha1sum | cut -c1-12)
 
-.PHONY: demo test lint bench dashboards setup system-test-deps clean
+.PHONY: demo test lint bench soak dashboards setup system-test-deps clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,12 @@ lint: setup
 
 bench: setup system-test-deps
 	$(PY) -m bench.run
+
+## Hours-long probe soak (memory, CPU, every echo); SOAK_HOURS=2 by default. Then `make bench`
+## (or `python -m bench.run --report-only`) puts it in docs/benchmarks.md.
+SOAK_HOURS ?= 2
+soak: setup
+	$(PY) -m bench.soak --hours $(SOAK_HOURS)
 
 dashboards: setup
 	$(VENV)/bin/nines dashboards export dashboards/json

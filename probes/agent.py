@@ -8,7 +8,9 @@ timestamps come from one ``ProbeClock``.
 
 from __future__ import annotations
 
+import gc
 import logging
+import sys
 import threading
 import time
 from typing import Any
@@ -378,14 +380,33 @@ class ProbeAgent:
         }
 
 
+#: The interpreter's GIL switch interval in a probe process (CPython's default is 5 ms).
+GIL_SWITCH_INTERVAL_S = 0.0005
+
+
+def quiet_process_for_probing() -> None:
+    """Process-wide settings that keep the sender punctual.
+
+    A sender that wakes while another thread holds the GIL waits up to the switch interval
+    before it may send: at CPython's 5 ms that was most of the send lag's p99.9 (1.7 ms at
+    1,000 msgs/s); at 0.5 ms it is about 0.75 ms. The threads of a probe mostly sleep, so
+    switching more often costs no measurable CPU.
+    """
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+
+
 def run_probe(config: ProbeConfig) -> int:
     """Probe until SIGTERM/SIGINT or the configured duration; exit status 0 on a clean stop."""
     import signal
 
+    quiet_process_for_probing()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     agent = ProbeAgent(config).start()
+    # Everything allocated so far (modules, clients) lives as long as the process: keep it out
+    # of the collector's full passes, which otherwise paused the sender for up to 7 ms.
+    gc.freeze()
     log.info(
         "probing %s (%d partitions, %g msgs/s each) as %s",
         config.topic,
