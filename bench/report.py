@@ -358,6 +358,7 @@ def headline(results: dict[str, Json]) -> list[str]:
         lines.append(f"- Accuracy: not measured ({_skip_reason(results, 'accuracy')}).")
     lines += headline_external(results)
     lines.append(headline_health(results))
+    lines.append(headline_soak(results))
     return lines
 
 
@@ -536,6 +537,12 @@ def _met(x: Any) -> str:
     return "n/a" if x is None else ("**met**" if x else "**not met**")
 
 
+def _control(c: Any) -> str:
+    if not isinstance(c, Mapping) or c.get("p999") is None:
+        return "n/a"
+    return f"{_us(c['p999'])} / {_us(c.get('max'))}"
+
+
 def probe_section(probe: Json) -> str:
     """One row per rate: echoes, send lag, end-to-end floor, CPU, RSS slope, targets met."""
     rates = probe.get("rates")
@@ -599,6 +606,7 @@ def probe_section(probe: Json) -> str:
                 f"{r.get('duration_s', '?')} s",
                 f"{_us(publish.get('p50'))} / {_us(publish.get('p999'))}",
                 _us(r.get("hiccup_max_us")),
+                _control(r.get("control_oversleep_us")),
                 _pct(r.get("broker_cpu_pct_of_core")),
                 f"{r.get('rss_mib_start', '?')} → {r.get('rss_mib_end', '?')} "
                 f"(max {r.get('rss_mib_max', '?')})",
@@ -616,7 +624,9 @@ def probe_section(probe: Json) -> str:
         "measure on this broker. Quantiles are exact (nearest rank) over every echo intended in "
         "the measured interval, which must all be present and none lost. CPU is utime + stime "
         "of the probe process over that interval; the RSS slope is fitted over the second half "
-        "of the run.\n"
+        "of the run. The control oversleep is an idle process sleeping 1 ms at a time beside "
+        "the probe during the same interval (`bench/control_hiccup.py`): how late this machine "
+        "wakes anything up at that moment, the floor under any send lag.\n"
     )
     if lag_max is not None and cpu_max is not None:
         intro += (
@@ -640,6 +650,7 @@ def probe_section(probe: Json) -> str:
             "measured",
             "publish p50 / p99.9",
             "probe hiccup max",
+            "control oversleep p99.9 / max",
             "broker CPU",
             "probe RSS MiB start → end",
             "load 1m",
@@ -647,6 +658,86 @@ def probe_section(probe: Json) -> str:
         extra,
     )
     return f"{intro}\n{table(header, rows)}\n\n{details}\n"
+
+
+# --- probe soak ------------------------------------------------------------------------------
+
+SOAK_TITLE = "## Probe soak: hours against the embedded broker"
+
+
+def headline_soak(results: dict[str, Json]) -> str:
+    """One line: duration, echoes, missing, RSS first → last and slope, from soak.json."""
+    data = results.get("soak")
+    if not isinstance(data, Mapping) or not data.get("intervals"):
+        return "- Probe soak: not run (`make soak`, hours)."
+    hours = float(data.get("elapsed_s", 0)) / 3600
+    state = "" if data.get("complete") else " (**interrupted**: partial)"
+    return (
+        f"- **Probe soak**{state}: {hours:.2f} h at {data.get('rate_total_per_s', 0):,.0f} msgs/s, "
+        f"{data.get('echoes', 0):,} echoes, {data.get('missing', 'n/a')} missing, "
+        f"{data.get('duplicates', 0)} duplicated; probe RSS {data.get('rss_mib_first')} → "
+        f"{data.get('rss_mib_last')} MiB (slope over the second half "
+        f"{data.get('rss_slope_mib_per_hour_second_half')} MiB/h)."
+    )
+
+
+def _count(x: Any) -> str:
+    return "n/a" if x is None else f"{int(x):,}"
+
+
+def soak_section(data: Json) -> str:
+    """One row per interval of the soak, from soak.json."""
+    rows = []
+    for r in data.get("intervals", []):
+        lag, e2e = r.get("send_lag_us") or {}, r.get("e2e_us") or {}
+        rows.append(
+            [
+                f"{r.get('t_min', 0):.0f}",
+                f"{r.get('echoes', 0):,}",
+                f"{r.get('lost', 0):,}",
+                _us(lag.get("p999")),
+                _us(lag.get("max")),
+                _us(e2e.get("p50")),
+                _us(e2e.get("p999")),
+                _us(e2e.get("max")),
+                _us(r.get("hiccup_max_us")),
+                _pct(r.get("cpu_pct_of_core")),
+                "n/a" if r.get("rss_mib") is None else f"{r['rss_mib']:.1f}",
+                r.get("load_avg_1m", "?"),
+            ]
+        )
+    intro = (
+        "From `bench/results/soak.json` (`make soak` = `python -m bench.soak`"
+        f"{'' if data.get('complete') else ', **interrupted, partial**'}). One `nines probe` "
+        f"process at {data.get('rate_total_per_s', 0):,.0f} msgs/s of "
+        f"{data.get('size_bytes', '?')} bytes against a fresh embedded broker for "
+        f"{float(data.get('elapsed_s', 0)) / 3600:.2f} h; every echo is read back while it runs "
+        "and checked off in a per-partition seq bitmap. Per interval: exact quantiles of that "
+        "interval's echoes, the probe's CPU (utime + stime, all threads) and RSS at its end. "
+        "The machine ran other work (tests, benchmarks) during the soak.\n\n"
+        f"Totals: {data.get('echoes', 0):,} echoes for {_count(data.get('expected'))} messages "
+        f"sent, **{data.get('missing', 'n/a')} missing**, {data.get('duplicates', 0)} "
+        f"duplicated, {data.get('lost', 0):,} lost, "
+        f"{sum((data.get('bad_records') or {}).values())} bad records, probe exit "
+        f"{data.get('probe_exit_code', 'n/a')}. Probe RSS {data.get('rss_mib_first')} → "
+        f"{data.get('rss_mib_last')} MiB (max {data.get('rss_mib_max')}); least-squares slope "
+        f"over the second half **{data.get('rss_slope_mib_per_hour_second_half')} MiB/h**.\n"
+    )
+    header = [
+        "minute",
+        "echoes",
+        "lost",
+        "send lag p99.9",
+        "send lag max",
+        "e2e p50",
+        "e2e p99.9",
+        "e2e max",
+        "probe hiccup max",
+        "CPU",
+        "RSS MiB",
+        "load 1m",
+    ]
+    return f"{SOAK_TITLE}\n\n{intro}\n{table(header, rows)}\n"
 
 
 # --- stream freshness and memory -------------------------------------------------------------
@@ -842,6 +933,9 @@ def render(results: dict[str, Json], img_dir: Path = IMG_DIR, doc_path: Path = D
             out.append(generic_table(data) + "\n")
         else:
             out.append(f"_Not measured in this run: {_skip_reason(results, name)}._\n")
+    soak = results.get("soak")
+    if isinstance(soak, Mapping) and soak.get("intervals"):
+        out.append(soak_section(soak))
     health = results.get("stream_health")
     if health:
         out.append(health_section(health))

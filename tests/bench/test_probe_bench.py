@@ -9,6 +9,10 @@ from ``nines.echoes`` while the probe runs (the broker keeps only ~5 MiB per par
 echoes of one probe share a partition) and spooled raw to a file; they are decoded with
 ``decode_record`` afterwards, so the reading costs this process little while it is measured.
 
+During the measured interval ``bench.control_hiccup`` runs beside the probe: an idle process
+sleeping 1 ms at a time, whose oversleep is the machine's own wake-up jitter at that moment (the
+floor under the probe's send lag; jHiccup's control process).
+
 Every message intended in the measured interval must have exactly one echo and none may be
 lost (asserted, after the JSON is written). At 10,000 msgs/s the broker's ~5 MiB per partition
 hold only ~1.5 s of probe messages: a probe that falls further behind than that (a saturated
@@ -276,9 +280,18 @@ def run_rate(total_rate: int, spool_dir: Path) -> dict[str, Any]:
             tick_until(WARMUP_S)
             w0_mono, w0_us = time.monotonic(), now_us()
             cpu0, bcpu0 = cpu_s(proc.pid), cpu_s(broker.pid)
+            control = subprocess.Popen(
+                [sys.executable, "-m", "bench.control_hiccup", f"{MEASURE_S:g}"],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
             tick_until(WARMUP_S + MEASURE_S)
             w1_mono, w1_us = time.monotonic(), now_us()
             cpu1, bcpu1 = cpu_s(proc.pid), cpu_s(broker.pid)
+            control_out, _ = control.communicate(timeout=30)
+            control_oversleep = json.loads(control_out) if control.returncode == 0 else None
             rss.append((w1_mono - t_start, rss_mib(proc.pid)))
             load_end = os.getloadavg()[0]
             counters = {"window_end": probe_counters(port), "last": None}
@@ -377,6 +390,7 @@ def run_rate(total_rate: int, spool_dir: Path) -> dict[str, Any]:
         "e2e_us": quantiles(e2e) if e2e.size else None,
         "publish_us": quantiles(publish) if publish.size else None,
         "send_lag_over_1ms": int((send_lag > 1000).sum()),
+        "control_oversleep_us": control_oversleep,
         "hiccup_max_us": int(hiccup_max),
         "cpu_pct_of_core": round((cpu1 - cpu0) / wall_s * 100, 2),
         "broker_cpu_pct_of_core": round((bcpu1 - bcpu0) / wall_s * 100, 2),

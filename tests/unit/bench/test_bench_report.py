@@ -7,9 +7,11 @@ from pathlib import Path
 from bench.report import (
     fmt_error,
     fmt_seconds,
+    headline_soak,
     health_section,
     probe_section,
     render,
+    soak_section,
     summarise_probe,
 )
 
@@ -168,6 +170,13 @@ def _rate(rate: int, lag: list[int], e2e: list[int], cpu: float, **kw: object) -
         "cpu_pct_of_core": cpu,
         "broker_cpu_pct_of_core": 9.5,
         "hiccup_max_us": 2500,
+        "control_oversleep_us": {
+            "samples": 50000,
+            "p50": 80,
+            "p99": 300,
+            "p999": 1200,
+            "max": 3000,
+        },
         "rss_mib_start": 60.0,
         "rss_mib_end": 61.5,
         "rss_mib_max": 62.0,
@@ -198,9 +207,13 @@ def test_probe_section_one_row_per_rate(tmp_path: Path) -> None:
     ) in text
     assert "| 10,000 | 500,000 (**2 lost**) | 300 µs |" in text
     assert "| 71.0 % | +0.01 MiB/min | no target |" in text
-    assert "| 1,000 | 50.0 s | 900 µs / 3 ms | 2.5 ms | 9.5 % | 60.0 → 61.5 (max 62.0) | 1.5 |" in (
-        text
-    )
+    assert (
+        "| 1,000 | 50.0 s | 900 µs / 3 ms | 2.5 ms | 1.2 ms / 3 ms | 9.5 % "
+        "| 60.0 → 61.5 (max 62.0) | 1.5 |"
+    ) in text
+    without_control = {**PROBE, "rates": {"1000": {**PROBE["rates"]["1000"]}}}
+    del without_control["rates"]["1000"]["control_oversleep_us"]
+    assert "| 2.5 ms | n/a | 9.5 % |" in probe_section(without_control)
     assert "— **met**." in text
     slow = {**PROBE, "rates": {**PROBE["rates"]}, "met": {"all": False}}
     slow["rates"]["1000"] = _rate(1000, [110, 600, 2300, 5000], [1, 2, 3, 4], 18.0)
@@ -220,3 +233,69 @@ def test_probe_section_one_row_per_rate(tmp_path: Path) -> None:
     assert "## Probe: send lag and CPU\n\nFrom `bench/results/probe.json`" in doc
     assert "- **Probe**: at 1,000 msgs/s" in doc
     assert "`rates.1000" not in doc  # the probe no longer falls back to the generic table
+
+
+SOAK = {
+    "complete": True,
+    "rate_total_per_s": 1000.0,
+    "size_bytes": 1024,
+    "elapsed_s": 7230.0,
+    "echoes": 7_200_000,
+    "expected": 7_200_000,
+    "missing": 0,
+    "duplicates": 0,
+    "lost": 3,
+    "bad_records": {},
+    "probe_exit_code": 0,
+    "rss_mib_first": 62.5,
+    "rss_mib_last": 63.0,
+    "rss_mib_max": 63.4,
+    "rss_slope_mib_per_hour_second_half": 0.04,
+    "intervals": [
+        {
+            "t_min": 5.0,
+            "echoes": 300_000,
+            "lost": 3,
+            "send_lag_us": {"p50": 110, "p99": 400, "p999": 1500, "max": 6000},
+            "e2e_us": {"p50": 6000, "p99": 12000, "p999": 13000, "max": 40000},
+            "hiccup_max_us": 3000,
+            "cpu_pct_of_core": 18.5,
+            "rss_mib": 62.5,
+            "load_avg_1m": 0.7,
+        },
+        {
+            "t_min": 120.5,
+            "echoes": 10,
+            "lost": 0,
+            "send_lag_us": None,
+            "e2e_us": None,
+            "hiccup_max_us": 0,
+            "cpu_pct_of_core": None,
+            "rss_mib": None,
+            "load_avg_1m": 0.2,
+        },
+    ],
+}
+
+
+def test_soak_section_and_headline_come_from_the_json(tmp_path: Path) -> None:
+    text = soak_section(SOAK)
+    assert "for 2.01 h" in text
+    assert (
+        "7,200,000 echoes for 7,200,000 messages sent, **0 missing**, 0 duplicated, 3 lost" in text
+    )
+    assert "slope over the second half **0.04 MiB/h**" in text
+    assert (
+        "| 5 | 300,000 | 3 | 1.5 ms | 6 ms | 6 ms | 13 ms | 40 ms | 3 ms | 18.5 % | 62.5 | 0.7 |"
+        in text
+    )
+    assert "| 120 | 10 | 0 | n/a | n/a | n/a | n/a | n/a | 0 µs | n/a | n/a | 0.2 |" in text
+    assert "interrupted" not in text
+    line = headline_soak({"soak": SOAK})
+    assert line.startswith("- **Probe soak**: 2.01 h at 1,000 msgs/s, 7,200,000 echoes, 0 missing")
+    partial = {**SOAK, "complete": False, "missing": None, "expected": None}
+    assert "**interrupted**: partial" in headline_soak({"soak": partial})
+    assert "echoes for n/a messages sent" in soak_section(partial)
+    assert headline_soak({}) == "- Probe soak: not run (`make soak`, hours)."
+    doc = render({**FIXTURE, "soak": SOAK}, tmp_path / "img", tmp_path / "s.md")
+    assert "## Probe soak: hours against the embedded broker" in doc

@@ -1,0 +1,33 @@
+"""The soak's bookkeeping: a missing or duplicated echo cannot hide in a count."""
+
+from __future__ import annotations
+
+from bench.control_hiccup import oversleeps_us, summary
+from bench.soak import SeqBook, quantiles
+
+
+def test_seq_book_counts_missing_and_duplicates_per_partition() -> None:
+    book = SeqBook()
+    for seq in (0, 1, 2, 4, 70_000):  # 3 missing below 5; growth past the first block
+        book.add(0, seq)
+    book.add(1, 0)
+    book.add(1, 0)
+    assert book.duplicates == 1
+    assert book.missing_below({0: 5, 1: 1}) == 1
+    assert book.missing_below({0: 70_001}) == 70_001 - 5
+    assert book.missing_below({2: 3}) == 3  # a partition never seen: all missing
+
+
+def test_quantiles_are_nearest_rank() -> None:
+    assert quantiles([]) is None
+    q = quantiles(list(range(1, 1001)))
+    assert q == {"p50": 500, "p99": 990, "p999": 999, "max": 1000}
+
+
+def test_control_hiccup_measures_oversleep() -> None:
+    values = oversleeps_us(0.2)
+    assert 100 <= len(values) <= 200  # 1 ms ticks, never faster
+    s = summary(values)
+    assert s["samples"] == len(values)
+    assert 0 <= s["p50"] <= s["p99"] <= s["p999"] <= s["max"]
+    assert summary([]) == {"samples": 0}
