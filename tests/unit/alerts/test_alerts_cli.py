@@ -119,3 +119,54 @@ def test_missing_sla_file_exits_2(tmp_path: Path) -> None:
     out = nines("alerts", "render", "--sla", str(tmp_path / "nope.yaml"))
     assert out.returncode == 2
     assert out.stderr.startswith("nines alerts: error: config: cannot read")
+
+
+def test_render_helm_values(tmp_path: Path) -> None:
+    rules = render_rules(load_sla(EXAMPLE_SLA))
+    out = nines("alerts", "render", "--sla", str(EXAMPLE_SLA), "--format", "helm-values")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("# "), "a comment says what the values are and how to use them"
+    assert yaml.safe_load(out.stdout) == {
+        "prometheusRule": {"enabled": True, "groups": rules["groups"]}
+    }
+    target = tmp_path / "sla-values.yaml"
+    out = nines(
+        "alerts", "render", "--sla", str(EXAMPLE_SLA), "--format", "helm-values",
+        "--label", "release=prometheus", "--out", str(target),
+    )  # fmt: skip
+    assert out.returncode == 0 and out.stdout == "", out.stderr
+    values = yaml.safe_load(target.read_text())
+    assert values == {
+        "prometheusRule": {
+            "enabled": True,
+            "labels": {"release": "prometheus"},
+            "groups": rules["groups"],
+        }
+    }
+    # alert templates are plain data for Helm: written as-is, never escaped for `tpl`
+    assert "{{ $value | humanizeDuration }}" in target.read_text()
+
+
+def test_help_shows_the_helm_values_workflow() -> None:
+    out = nines("alerts", "render", "--help")
+    assert out.returncode == 0
+    assert "--format helm-values" in out.stdout and "helm install" in out.stdout
+
+
+# Scalars Go YAML (helm -f, kubectl) reads as numbers, bools or null when unquoted.
+GO_TRAPS = ["1e3", "1E-5", "y", "N", "on", "Off", "null", "~", "", "0x1f", "0b101", "0o17", "017",
+            "1_000", "-1", "+2.5", ".5", ".inf", "-.Inf", ".nan", "2001-12-14"]  # fmt: skip
+PLAIN = ["0s", "5m", "e2e-p999", "p99.9", "nines-orders", "1h", "yes-please"]
+
+
+@pytest.mark.parametrize("text", GO_TRAPS + PLAIN)
+def test_yaml_strings_stay_strings_for_go_yaml(text: str) -> None:
+    import helm_python as helm
+
+    from monitor.alerts.cli import dump_yaml
+
+    dumped = dump_yaml({"slo": text})
+    assert helm.values_from_yaml(dumped) == {"slo": text}, dumped
+    assert yaml.safe_load(dumped) == {"slo": text}
+    if text in PLAIN:
+        assert dumped == f"slo: {text}\n", "readable values stay unquoted"
