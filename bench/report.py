@@ -489,6 +489,13 @@ def summarise_stream(stream: Json) -> str:
             f"**{stream.get('spark_vs_hdrh_ratio', '?')}×** "
             f"({stream.get('spark_wall_vs_hdrh_ratio', '?')}× on wall time), "
             f"{stream.get('echoes', 0):,} echoes"
+            + (
+                f"; full batches of {spark.get('max_records_per_batch', 0):,} at "
+                f"**{spark['steady_echoes_per_s']:,} echoes/s**, target 200,000/s "
+                + ("met" if spark["steady_echoes_per_s"] >= 200_000 else "**not met**")
+                if spark.get("steady_echoes_per_s")
+                else ""
+            )
         )
     pairs = [(k, v) for k, v in flatten(stream) if not k.startswith("machine")]
     keep = [f"`{k}` = {v}" for k, v in pairs if any(s in k for s in ("per_s", "ratio", "speedup"))]

@@ -84,6 +84,8 @@ def read_echoes(spark: Any, config: StreamConfig, checkpoint: str) -> Any:
         .option("checkpoint", checkpoint)
         .option("finestWindowUs", str(config.finest_us))
         .option("kafka", json.dumps(config.kafka))
+        # one Spark task per core and micro-batch, whatever the number of Kafka partitions
+        .option("maxInputPartitions", str(spark.sparkContext.defaultParallelism))
         .load()
     )
 

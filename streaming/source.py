@@ -3,8 +3,9 @@
 Pickle rules first: the reader is pickled to Spark's Python workers, so it holds only plain
 configuration; Kafka clients are opened inside ``latestOffset``/``read``, never in constructors.
 
-Offsets are Spark-managed (per-partition next offsets in the checkpoint), one Spark input
-partition per Kafka partition. Two things are decided here so that nothing is lost silently:
+Offsets are Spark-managed (per-partition next offsets in the checkpoint); each Spark input
+partition is a slice of the Kafka partitions with records, read through one consumer. Two things
+are decided here so that nothing is lost silently:
 
 * **Retention gaps**: offsets that vanished before we read them are counted (a ``data_loss``
   row), and reading continues, like Spark's ``failOnDataLoss=false``.
@@ -44,19 +45,41 @@ FETCH_BATCH = 10_000
 IDLE_RECHECK_S = 2.0
 
 
-@dataclass
-class KafkaRange(InputPartition):
+@dataclass(frozen=True)
+class KafkaRange:
     """One Kafka partition's offsets [start, end) for one micro-batch."""
 
     partition: int
     start: int
     end: int
-    watermark_us: int
 
-    def __init__(self, partition: int, start: int, end: int, watermark_us: int) -> None:
-        super().__init__(partition)
-        self.partition, self.start, self.end = partition, start, end
-        self.watermark_us = watermark_us
+
+class KafkaSlice(InputPartition):
+    """What one Spark task reads: several partitions' ranges, through one consumer.
+
+    One task per Kafka partition cost ~60 ms each before the first record (a consumer, its
+    connections, the first fetch) plus Spark's per-task overhead: with 32 partitions that was
+    most of a micro-batch. A slice assigns all its ranges at once, so their first fetches overlap.
+    """
+
+    def __init__(self, index: int, ranges: list[KafkaRange], watermark_us: int) -> None:
+        super().__init__(index)
+        self.index, self.ranges, self.watermark_us = index, ranges, watermark_us
+
+
+def slices(ranges: list[KafkaRange], n: int, watermark_us: int) -> list[KafkaSlice]:
+    """At most ``n`` slices of about equal record counts (largest range first, to the lightest)."""
+    bins: list[list[KafkaRange]] = [[] for _ in range(max(1, min(n, len(ranges))))]
+    load = [0] * len(bins)
+    for r in sorted(ranges, key=lambda r: (r.start - r.end, r.partition)):
+        i = load.index(min(load))
+        bins[i].append(r)
+        load[i] += r.end - r.start
+    return [
+        KafkaSlice(i, sorted(b, key=lambda r: r.partition), watermark_us)
+        for i, b in enumerate(bins)
+        if b
+    ]
 
 
 def batch_watermark_us(checkpoint: str | None) -> int:
@@ -104,6 +127,8 @@ class KafkaEchoReader(DataSourceStreamReader):
         self.finest_us = int(opts.get("finestwindowus", "10000000"))
         self.kafka = json.loads(opts.get("kafka", "{}"))
         self.stall_timeout_s = float(opts.get("stalltimeouts", "600"))
+        #: Spark tasks per micro-batch at most (the job passes the default parallelism).
+        self.max_slices = int(opts.get("maxinputpartitions", "4"))
 
     def _consumer(self) -> Any:
         from confluent_kafka import Consumer
@@ -170,49 +195,62 @@ class KafkaEchoReader(DataSourceStreamReader):
         return out
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        """One input partition per Kafka partition with records, stamped with Spark's watermark."""
+        """Kafka partitions with records, in at most ``maxInputPartitions`` slices, stamped with
+        Spark's watermark for this batch."""
         watermark_us = batch_watermark_us(self.checkpoint)
-        return [
-            KafkaRange(int(p), int(start.get(p, 0)), int(end[p]), watermark_us)
+        ranges = [
+            KafkaRange(int(p), int(start.get(p, 0)), int(end[p]))
             for p in sorted(end, key=int)
             if int(end[p]) > int(start.get(p, 0))
         ]
+        return list(slices(ranges, self.max_slices, watermark_us))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Consume [start, end) of one partition; parse; mark late echoes; count gaps."""
+        """Consume every range of the slice; parse; mark late echoes; count gaps.
+
+        An offset below the retained ones resets to the oldest retained record
+        (``auto.offset.reset``), whose offset then reveals the gap, counted as ``data_loss``.
+        """
         from confluent_kafka import KafkaError, TopicPartition
 
-        assert isinstance(partition, KafkaRange)
+        assert isinstance(partition, KafkaSlice)
+        wm = partition.watermark_us
+        offset = {r.partition: r.start for r in partition.ranges}
+        end = {r.partition: r.end for r in partition.ranges}
         c = self._consumer()
         try:
-            low, _ = c.get_watermark_offsets(
-                TopicPartition(self.topic, partition.partition), timeout=10
-            )
-            offset = partition.start
-            if offset < low:
-                yield self._data_loss(partition, min(low, partition.end) - offset)
-                offset = min(low, partition.end)
-            if offset >= partition.end:
-                return
-            c.assign([TopicPartition(self.topic, partition.partition, offset)])
+            c.assign([TopicPartition(self.topic, p, o) for p, o in offset.items()])
+            open_ = set(offset)
             idle_since: float | None = None
-            while offset < partition.end:
-                msgs = c.consume(min(FETCH_BATCH, partition.end - offset), 1.0)
+            while open_:
+                want = sum(end[p] - offset[p] for p in open_)
+                msgs = c.consume(min(FETCH_BATCH, want), 1.0)
                 values = []
+                finished = []
                 for m in msgs:
                     if m.error():
                         if m.error().code() != KafkaError._PARTITION_EOF:
                             raise RuntimeError(f"kafka: {m.error().str()}")
                         continue
-                    if m.offset() >= partition.end:
-                        break
-                    if m.offset() > offset:  # offsets vanished under us (retention)
-                        yield self._data_loss(partition, m.offset() - offset)
-                    values.append(m.value() or b"")
-                    offset = m.offset() + 1
+                    p, o = m.partition(), m.offset()
+                    if p not in open_:
+                        continue
+                    if o > offset[p]:  # offsets vanished before or while we read (retention)
+                        yield self._data_loss(p, min(o, end[p]) - offset[p], wm)
+                        offset[p] = min(o, end[p])
+                    if o < end[p]:
+                        values.append(m.value() or b"")
+                        offset[p] = o + 1
+                    if offset[p] >= end[p]:
+                        open_.discard(p)
+                        finished.append(TopicPartition(self.topic, p))
+                if finished:  # stop fetching what this batch does not need
+                    c.pause(finished)
                 if values:
                     idle_since = None
-                    yield self._mark(parse_values(values), partition)
+                    yield self._mark(parse_values(values), wm)
+                    continue
+                if msgs:
                     continue
                 now = time.monotonic()
                 idle_since = idle_since or now
@@ -220,17 +258,23 @@ class KafkaEchoReader(DataSourceStreamReader):
                     continue
                 # Nothing arrives: either retention overtook us (count it, go on from the new
                 # low watermark) or the broker is slow or down (wait; the records still exist).
-                low = self._low_watermark(c, partition.partition)
-                if low is not None and low > offset:
-                    yield self._data_loss(partition, min(low, partition.end) - offset)
-                    offset = min(low, partition.end)
-                    c.assign([TopicPartition(self.topic, partition.partition, offset)])
+                moved = []
+                for p in sorted(open_):
+                    low = self._low_watermark(c, p)
+                    if low is not None and low > offset[p]:
+                        yield self._data_loss(p, min(low, end[p]) - offset[p], wm)
+                        offset[p] = min(low, end[p])
+                        moved.append(p)
+                if moved:
+                    open_ -= {p for p in moved if offset[p] >= end[p]}
+                    c.assign([TopicPartition(self.topic, p, offset[p]) for p in sorted(open_)])
                     idle_since = None
                 elif now - idle_since > self.stall_timeout_s:
+                    waiting = ", ".join(f"[{p}] at offset {offset[p]}" for p in sorted(open_))
                     raise RuntimeError(
-                        f"kafka: no records from {self.topic}[{partition.partition}] at offset "
-                        f"{offset} for {self.stall_timeout_s:g} s (the batch needs up to "
-                        f"{partition.end}); failing the batch instead of skipping them"
+                        f"kafka: no records from {self.topic} {waiting} for "
+                        f"{self.stall_timeout_s:g} s (the batch needs them); failing the batch "
+                        "instead of skipping them"
                     )
         finally:
             c.close()
@@ -245,19 +289,18 @@ class KafkaEchoReader(DataSourceStreamReader):
             return None
         return int(low)
 
-    def _data_loss(self, partition: KafkaRange, gap: int) -> pa.RecordBatch:
+    def _data_loss(self, partition: int, gap: int, watermark_us: int) -> pa.RecordBatch:
         row = {
             "rtype": "data_loss",
             "topic": self.topic,
-            "partition": partition.partition,
-            "event_us": partition.watermark_us,
+            "partition": partition,
+            "event_us": watermark_us,
             "n": gap,
         }
         return pa.RecordBatch.from_pylist([row], schema=SOURCE_SCHEMA)
 
-    def _mark(self, parsed: pa.RecordBatch, partition: KafkaRange) -> pa.RecordBatch:
+    def _mark(self, parsed: pa.RecordBatch, wm: int) -> pa.RecordBatch:
         """Event time and weight per row; echoes whose finest window closed become ``late``."""
-        wm = partition.watermark_us
         intended = parsed.column("intended_us")
         window_start = pc.subtract(intended, pc.remainder(intended, self.finest_us))
         window_end = pc.add(window_start, self.finest_us)

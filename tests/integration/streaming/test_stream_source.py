@@ -19,7 +19,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from monitor.broker.testing import producer, unique_topic
 from monitor.core.echo import Echo, encode_record
-from streaming.source import KafkaEchoReader, KafkaRange, batch_watermark_us
+from streaming.source import KafkaEchoReader, KafkaRange, KafkaSlice, batch_watermark_us, slices
 
 T0 = 1_800_000_000_000_000 - 1_800_000_000_000_000 % 60_000_000
 FINEST_US = 10_000_000
@@ -40,8 +40,13 @@ def reader(bootstrap: str, topic: str, **options: str) -> KafkaEchoReader:
     )
 
 
-def read_all(r: KafkaEchoReader, part: KafkaRange) -> pa.Table:
+def read_all(r: KafkaEchoReader, part: KafkaSlice) -> pa.Table:
     return pa.Table.from_batches(list(r.read(part)))
+
+
+def one(start: int, end: int, watermark_us: int) -> KafkaSlice:
+    """A slice of partition 0 alone."""
+    return KafkaSlice(0, [KafkaRange(0, start, end)], watermark_us)
 
 
 def test_offsets_and_read_limits(broker: Any) -> None:
@@ -60,13 +65,29 @@ def test_offsets_and_read_limits(broker: Any) -> None:
         capped = latest.latestOffset(start, latest.getDefaultReadLimit())
         assert isinstance(latest.getDefaultReadLimit(), ReadMaxRows)
         assert 3 <= sum(capped.values()) <= 20 and all(0 < v <= 30 for v in capped.values())
-        # one input partition per Kafka partition with records, none for an empty range
+        # Kafka partitions with records, in slices (4 at most by default); none for an empty one
         parts = earliest.partitions(start, {"0": 30, "1": 0, "2": 5})
-        assert [(k.partition, k.start, k.end) for k in parts] == [(0, 0, 30), (2, 0, 5)]
+        ranges = [[(k.partition, k.start, k.end) for k in s.ranges] for s in parts]
+        assert ranges == [[(0, 0, 30)], [(2, 0, 5)]]
         rows = read_all(earliest, parts[1])
         assert rows.num_rows == 5 and set(rows["rtype"].to_pylist()) == {"echo"}
         assert rows["event_us"].to_pylist() == rows["intended_us"].to_pylist()
         assert rows["n"].to_pylist() == [1] * 5
+        # one slice reads several partitions through one consumer, each to its own end
+        (both,) = reader(broker.bootstrap, topic, maxInputPartitions="1").partitions(
+            start, {"0": 12, "1": 30, "2": 7}
+        )
+        rows = read_all(earliest, both)
+        got = sorted(
+            zip(rows["partition"].to_pylist(), rows["intended_us"].to_pylist(), strict=True)
+        )
+        sent = sorted((i % 3, T0 + i) for i in range(90))
+        # echo() stamps partition 0 inside the record; the Kafka partition is i % 3
+        assert len(got) == 12 + 30 + 7
+        want = [
+            t for k, t in sent if (k == 0 and t - T0 < 36) or k == 1 or (k == 2 and t - T0 < 21)
+        ]
+        assert sorted(t for _, t in got) == sorted(want)
     finally:
         earliest.stop()
         latest.stop()
@@ -100,7 +121,7 @@ def test_late_echoes_and_bad_records_are_marked_not_dropped(broker: Any) -> None
         p.produce(topic, v, partition=0)
     p.flush()
     r = reader(broker.bootstrap, topic)
-    rows = read_all(r, KafkaRange(0, 0, len(values), wm_us)).to_pylist()
+    rows = read_all(r, one(0, len(values), wm_us)).to_pylist()
     assert [x["rtype"] for x in rows] == ["late", "late", "late", "echo", "bad", "echo"]
     assert rows[4]["reason"] == "not_json"
     # counted rows carry the batch watermark as event time, so Spark never drops them
@@ -125,7 +146,7 @@ def test_offsets_lost_to_retention_are_counted_and_reading_goes_on(broker: Any) 
         r.stop()
     assert low == {"0": total}
     assert marks[0] > 0, "retention did not kick in"
-    rows = read_all(r, KafkaRange(0, 0, total, T0)).to_pylist()
+    rows = read_all(r, one(0, total, T0)).to_pylist()
     loss = [x for x in rows if x["rtype"] == "data_loss"]
     assert len(loss) == 1 and loss[0]["n"] == marks[0]
     assert (loss[0]["topic"], loss[0]["partition"], loss[0]["event_us"]) == (topic, 0, T0)
@@ -149,7 +170,7 @@ def test_a_slow_broker_is_waited_for_never_counted_as_loss(broker: Any) -> None:
 
     writer = threading.Thread(target=late_writer)
     writer.start()
-    rows = read_all(reader(broker.bootstrap, topic), KafkaRange(0, 0, 10, 0)).to_pylist()
+    rows = read_all(reader(broker.bootstrap, topic), one(0, 10, 0)).to_pylist()
     writer.join()
     assert [x["rtype"] for x in rows] == ["echo"] * 10
 
@@ -163,6 +184,18 @@ def test_records_that_never_come_fail_the_batch_instead_of_vanishing(broker: Any
     r = reader(broker.bootstrap, topic, stallTimeoutS="3")
     got: list[str] = []
     with pytest.raises(RuntimeError, match="no records"):
-        for batch in r.read(KafkaRange(0, 0, 8, 0)):
+        for batch in r.read(one(0, 8, 0)):
             got += batch.column("rtype").to_pylist()
     assert got == ["echo"] * 3  # no made-up data_loss row for offsets that were never lost
+
+
+def test_slices_balance_records_and_keep_every_range() -> None:
+    ranges = [KafkaRange(p, 0, n) for p, n in enumerate([100, 10, 10, 80, 5, 5, 90])]
+    out = slices(ranges, 3, 42)
+    assert len(out) == 3 and all(s.watermark_us == 42 for s in out)
+    assert sorted((r for s in out for r in s.ranges), key=lambda r: r.partition) == ranges
+    loads = sorted(sum(r.end - r.start for r in s.ranges) for s in out)
+    assert loads == [100, 100, 100]
+    assert [s.index for s in out] == [0, 1, 2]
+    assert len(slices(ranges[:2], 8, 0)) == 2  # never more slices than ranges
+    assert slices([], 4, 0) == []
