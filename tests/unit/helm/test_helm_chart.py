@@ -345,6 +345,12 @@ def test_spark_operator_shares_a_read_write_many_pvc() -> None:
     # the PVC is writable by the non-root UID the job runs as
     for role in ("driver", "executor"):
         assert spec[role]["podSecurityContext"]["fsGroup"] == 10001
+    # a read-only root filesystem: Spark's scratch space is a writable emptyDir at /tmp
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    for role in ("driver", "executor"):
+        assert spec[role]["securityContext"]["readOnlyRootFilesystem"] is True
+        tmp = [m for m in spec[role]["volumeMounts"] if m["mountPath"] == "/tmp"]
+        assert len(tmp) == 1 and "emptyDir" in volumes[tmp[0]["name"]]
     config = stream_config(docs)
     assert config["checkpoint"] == "/data/checkpoint" and under(config["checkpoint"], mount)
     assert config["archive"] == "/data/archive" and under(config["archive"], mount)
