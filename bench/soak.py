@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from bench.machine import RESULTS_DIR, machine_facts
+from bench.procstat import cpu_s, rss_mib
 from monitor.core.echo import BadEcho, Hiccup, decode_record
 from monitor.core.hdr import rank_for_quantile
 
@@ -39,23 +40,6 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULT = RESULTS_DIR / "soak.json"
 ECHO_TOPIC = "nines.echoes"
 LOSS_TIMEOUT_S = 30.0  # the probe's default; seqs younger than this may still be unresolved
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_s(pid: int) -> float:
-    """utime + stime of every thread of ``pid`` so far, in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def rss_mib(pid: int) -> float:
-    """Resident set size of ``pid`` in MiB."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for {pid}")
 
 
 def quantiles(values: list[int]) -> dict[str, int] | None:

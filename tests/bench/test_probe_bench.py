@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from bench.procstat import cpu_s, rss_mib
 from monitor.broker import EmbeddedBroker
 from monitor.broker.testing import consumer
 from monitor.core.echo import BadEcho, Hiccup, decode_record
@@ -78,29 +79,12 @@ COUNTERS = (
     "in_flight",
 )
 QUANTILES = {"p50": 0.5, "p99": 0.99, "p999": 0.999}
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 _LEN = struct.Struct(">I")
 
 
 def now_us() -> int:
     """Wall-clock microseconds (the probe's clock is anchored to wall time at its start)."""
     return time.time_ns() // 1000
-
-
-def cpu_s(pid: int) -> float:
-    """utime + stime of every thread of ``pid`` so far, in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15 of stat(5)
-
-
-def rss_mib(pid: int) -> float:
-    """Resident set size of ``pid`` in MiB."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for {pid}")
 
 
 def dirty_sources() -> list[str]:
