@@ -16,15 +16,13 @@ def to_json(dashboard: dict[str, Any]) -> str:
     return json.dumps(dashboard, indent=2, sort_keys=True) + "\n"
 
 
-def queries(dashboard: dict[str, Any], include_optional: bool = True) -> list[str]:
-    """Every panel target's PromQL (``include_optional=False`` drops panels marked optional)."""
+def queries(dashboard: dict[str, Any]) -> list[str]:
+    """Every panel target's PromQL."""
     out: list[str] = []
 
     def walk(panels: list[dict[str, Any]]) -> None:
         for p in panels:
             walk(p.get("panels", []))
-            if not include_optional and "nines_e2e_optional" in (p.get("description") or ""):
-                continue
             out.extend(t["expr"] for t in p.get("targets", []) if t.get("expr"))
 
     walk(dashboard.get("panels", []))

@@ -3,8 +3,6 @@
 from dashboards.common import SERIES, spectrum
 
 ROW = "Percentile spectrum"
-#: Marks a panel that a short end-to-end run cannot fill (see dashboards.queries).
-OPTIONAL = " nines_e2e_optional: a 1h window closes only after an hour."
 
 
 def panels() -> list[object]:
@@ -16,10 +14,7 @@ def panels() -> list[object]:
                 f'nines_latency_seconds{{{SERIES}, kind="e2e", window="{res}"}}',
                 "{{partition}} p{{quantile}}",
             ),
-            f"Quantiles of the latest closed {res} window, from its merged HDR histogram."
-            + (
-                " nines_e2e_optional: a 1h window closes only after an hour." if res == "1h" else ""
-            ),
+            f"Quantiles of the latest closed {res} window, from its merged HDR histogram.",
         )
         for res in ("1m", "1h")
     ]
