@@ -1,21 +1,25 @@
 """Prometheus exporter of closed windows: high nines (sample-size gated), exact max, histograms.
 
-The custom-collector pattern of prometheus/client_python: the streaming job hands over closed
-windows and counters; ``collect()`` builds fresh metric families from that state on each scrape.
-Quantiles are read from (merged) histograms only; nothing here averages a quantile.
+The streaming job hands over closed windows and counters. A closed window is final, so its
+exposition lines (gated quantiles, max, samples, lost) are rendered once, when it arrives, and a
+scrape only joins text: with 10,200 series × 3 resolutions, building metric families on every
+scrape took 5.7 s per scrape (label validation and quantile reads for 476k samples). The small
+families (counters, health) still go through prometheus_client. Quantiles are read from (merged)
+histograms only; nothing here averages a quantile.
 """
 
 from __future__ import annotations
 
+import gzip
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-from prometheus_client.registry import Collector
+from prometheus_client import generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.utils import floatToGoString
 
 from monitor.core.echo import BAD_REASONS
@@ -42,6 +46,50 @@ TABLE_QUANTILES: tuple[tuple[str, float], ...] = (
 
 _SERIES_LABELS = ["cluster", "topic", "partition", "kind"]
 _TOPIC_LABELS = ["cluster", "topic", "partition"]
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+#: The per-window gauge families, in exposition order: (name, help, attribute of _Lines).
+_WINDOW_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    (
+        "nines_latency_seconds",
+        "Quantile of the latest closed window's HDR histogram (only with >= 1/(1-q) samples).",
+        "quantiles",
+    ),
+    ("nines_latency_max_seconds", "Exact max of the latest closed window.", "max"),
+    ("nines_latency_window_samples", "Samples in the latest closed window.", "samples"),
+    ("nines_latency_window_lost", "Lost messages in the latest closed window.", "lost"),
+)
+_HISTOGRAM = "nines_latency_histogram_seconds"
+_HISTOGRAM_HELP = "Latency of every closed window of the finest resolution, cumulative since start."
+
+
+def _escape(value: str) -> str:
+    """A label value as the text format wants it."""
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+def _labels(names: Sequence[str], values: Sequence[str]) -> str:
+    return ",".join(f'{n}="{_escape(v)}"' for n, v in zip(names, values, strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class _Lines:
+    """A closed window's exposition lines, one string per family (rendered once)."""
+
+    quantiles: str
+    max: str
+    samples: str
+    lost: str
+
+
+class _Families:
+    """What ``generate_latest`` needs: something with ``collect()``."""
+
+    def __init__(self, families: list[Any]) -> None:
+        self.families = families
+
+    def collect(self) -> list[Any]:
+        return self.families
 
 
 class Counters(Protocol):
@@ -84,12 +132,11 @@ def _label(key: tuple[str, str, str]) -> list[str]:
     return [str(k) for k in key]
 
 
-class LatencyExporter(Collector):
+class LatencyExporter:
     """Exports the latest closed window of every series and resolution, plus cumulative counters."""
 
     def __init__(
         self,
-        registry: CollectorRegistry | None = None,
         quantiles: Sequence[float] = REPORTED_QUANTILES,
         le_seconds: Sequence[float] = DEFAULT_LE,
         finest_resolution: str | None = None,
@@ -99,12 +146,13 @@ class LatencyExporter(Collector):
         self.finest_resolution = finest_resolution
         self._lock = threading.Lock()
         self._latest: dict[tuple[str, SeriesKey], WindowHistogram] = {}
+        self._lines: dict[tuple[str, SeriesKey], _Lines] = {}
+        self._quantile_texts = [floatToGoString(q) for q in self.quantiles]
+        self._le_us = [int(le * 1e6) for le in self.le_seconds]
         self._window_end: dict[str, int] = {}
         self._cum = _Cumulative()
         self._health: dict[str, float] = {}
         self._batches = 0
-        if registry is not None:
-            registry.register(self)
 
     def update(self, windows: Sequence[WindowHistogram], counters: Counters | None = None) -> None:
         """Take a batch of closed windows (each final) and the batch's counters."""
@@ -116,6 +164,7 @@ class LatencyExporter(Collector):
                 current = self._latest.get(key)
                 if current is None or w.window_end_us >= current.window_end_us:
                     self._latest[key] = w
+                    self._lines[key] = self._render(w)
                 self._window_end[w.resolution] = max(
                     self._window_end.get(w.resolution, 0), w.window_end_us
                 )
@@ -136,8 +185,8 @@ class LatencyExporter(Collector):
     def _accumulate(self, w: WindowHistogram, derive_counts: bool) -> None:
         s = w.series
         buckets = self._cum.buckets.setdefault(s, [0] * len(self.le_seconds))
-        for i, le in enumerate(self.le_seconds):
-            buckets[i] += w.hist.count_at_or_below(int(le * 1e6))
+        for i, c in enumerate(w.hist.counts_at_or_below(self._le_us)):
+            buckets[i] += c
         _add(self._cum.count, s, w.hist.total)
         self._cum.sum_s[s] = self._cum.sum_s.get(s, 0.0) + w.hist.sum_us / 1e6
         if derive_counts and s.kind == "e2e":
@@ -174,41 +223,46 @@ class LatencyExporter(Collector):
                 out.setdefault(res, []).append(w)
             return out
 
-    def collect(self) -> Iterator[Any]:
-        """Fresh metric families from the current state."""
-        with self._lock:
-            yield from self._latency_families()
-            yield from self._counter_families()
-            yield from self._health_families()
+    def _render(self, w: WindowHistogram) -> _Lines:
+        """The window's lines for each per-window family (quantiles gated by sample count)."""
+        s = w.series
+        lv = _labels(
+            [*_SERIES_LABELS, "window"], [s.cluster, s.topic, s.partition, s.kind, w.resolution]
+        )
+        total = w.hist.total
+        supported = [
+            (q, qt)
+            for q, qt in zip(self.quantiles, self._quantile_texts, strict=True)
+            if total >= min_samples_for(q)
+        ]
+        values = w.hist.values_at_quantiles([q for q, _ in supported])
+        quantiles = "".join(
+            f'nines_latency_seconds{{{lv},quantile="{qt}"}} {floatToGoString(v / 1e6)}\n'
+            for (_, qt), v in zip(supported, values, strict=True)
+        )
+        return _Lines(
+            quantiles,
+            f"nines_latency_max_seconds{{{lv}}} {floatToGoString(w.hist.max_us / 1e6)}\n",
+            f"nines_latency_window_samples{{{lv}}} {floatToGoString(total)}\n",
+            f"nines_latency_window_lost{{{lv}}} {floatToGoString(w.lost)}\n"
+            if s.kind == "e2e"
+            else "",
+        )
 
-    def _latency_families(self) -> Iterable[Any]:
-        labels = [*_SERIES_LABELS, "window"]
-        q = GaugeMetricFamily(
-            "nines_latency_seconds",
-            "Quantile of the latest closed window's HDR histogram (only with >= 1/(1-q) samples).",
-            labels=[*labels, "quantile"],
-        )
-        mx = GaugeMetricFamily(
-            "nines_latency_max_seconds", "Exact max of the latest closed window.", labels=labels
-        )
-        n = GaugeMetricFamily(
-            "nines_latency_window_samples", "Samples in the latest closed window.", labels=labels
-        )
-        lost = GaugeMetricFamily(
-            "nines_latency_window_lost", "Lost messages in the latest closed window.", labels=labels
-        )
-        for (res, s), w in sorted(self._latest.items(), key=lambda kv: (kv[0][0], _key(kv[0][1]))):
-            lv = [s.cluster, s.topic, s.partition, s.kind, res]
-            total = w.hist.total
-            for quantile in self.quantiles:
-                if total >= min_samples_for(quantile):
-                    q.add_metric(
-                        [*lv, floatToGoString(quantile)], w.hist.value_at_quantile(quantile) / 1e6
-                    )
-            mx.add_metric(lv, w.hist.max_us / 1e6)
-            n.add_metric(lv, total)
-            if s.kind == "e2e":
-                lost.add_metric(lv, w.lost)
+    def exposition(self) -> bytes:
+        """The whole /metrics body in the Prometheus text format (version 0.0.4)."""
+        with self._lock:
+            order = sorted(self._lines, key=lambda k: (k[0], _key(k[1])))
+            parts = []
+            for name, doc, attr in _WINDOW_FAMILIES:
+                parts.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")
+                parts.extend(getattr(self._lines[k], attr) for k in order)
+            small = [self._window_end_family(), *self._counter_families(), *self._health_families()]
+            hist = self._histogram_text()
+        head, tail = generate_latest(_Families(small[:1])), generate_latest(_Families(small[1:]))
+        return "".join(parts).encode() + head + hist.encode() + tail
+
+    def _window_end_family(self) -> Any:
         end = GaugeMetricFamily(
             "nines_latency_window_end_timestamp_seconds",
             "End of the latest closed window of each resolution.",
@@ -216,20 +270,21 @@ class LatencyExporter(Collector):
         )
         for res, end_us in sorted(self._window_end.items()):
             end.add_metric([res], end_us / 1e6)
-        hist = HistogramMetricFamily(
-            "nines_latency_histogram_seconds",
-            "Latency of every closed window of the finest resolution, cumulative since start.",
-            labels=_SERIES_LABELS,
-        )
+        return end
+
+    def _histogram_text(self) -> str:
+        """Cumulative buckets of the finest resolution (they change every batch: per scrape)."""
+        les = [floatToGoString(le) for le in self.le_seconds]
+        out = [f"# HELP {_HISTOGRAM} {_HISTOGRAM_HELP}\n# TYPE {_HISTOGRAM} histogram\n"]
         for s in sorted(self._cum.buckets, key=_key):
-            counts = self._cum.buckets[s]
+            lv = _labels(_SERIES_LABELS, [s.cluster, s.topic, s.partition, s.kind])
             total = self._cum.count[s]
-            buckets = [
-                (floatToGoString(le), c) for le, c in zip(self.le_seconds, counts, strict=True)
-            ]
-            buckets.append(("+Inf", total))
-            hist.add_metric([s.cluster, s.topic, s.partition, s.kind], buckets, self._cum.sum_s[s])
-        return (q, mx, n, lost, end, hist)
+            for le, c in zip(les, self._cum.buckets[s], strict=True):
+                out.append(f'{_HISTOGRAM}_bucket{{{lv},le="{le}"}} {floatToGoString(c)}\n')
+            out.append(f'{_HISTOGRAM}_bucket{{{lv},le="+Inf"}} {floatToGoString(total)}\n')
+            out.append(f"{_HISTOGRAM}_count{{{lv}}} {floatToGoString(total)}\n")
+            out.append(f"{_HISTOGRAM}_sum{{{lv}}} {floatToGoString(self._cum.sum_s[s])}\n")
+        return "".join(out)
 
     def _counter_families(self) -> Iterable[Any]:
         def topic_counter(name: str, doc: str, values: Mapping[tuple[str, str, str], int]) -> Any:
@@ -281,10 +336,8 @@ class LatencyExporter(Collector):
                 yield GaugeMetricFamily(f"nines_stream_{name}", doc, value=self._health[name])
 
     def serve(self, host: str = "127.0.0.1", port: int = 9464) -> MetricsServer:
-        """Serve /metrics for a registry holding this exporter; port 0 picks a free port."""
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(self)
-        return MetricsServer(registry, host, port)
+        """Serve /metrics from this exporter; port 0 picks a free port."""
+        return MetricsServer(self.exposition, host, port)
 
 
 def _key(s: SeriesKey) -> tuple[str, str, str, str]:
@@ -292,12 +345,32 @@ def _key(s: SeriesKey) -> tuple[str, str, str, str]:
 
 
 class MetricsServer:
-    """A running /metrics HTTP server; ``close()`` stops it."""
+    """A running /metrics HTTP server (gzip when the scraper accepts it); ``close()`` stops it."""
 
-    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
-        from prometheus_client import start_http_server
+    def __init__(self, body: Any, host: str, port: int) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                data = body()
+                gzipped = "gzip" in self.headers.get("Accept-Encoding", "")
+                if gzipped:
+                    data = gzip.compress(data, compresslevel=1)
+                self.send_response(200)
+                self.send_header("Content-Type", CONTENT_TYPE)
+                if gzipped:
+                    self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
-        self._server, self._thread = start_http_server(port, addr=host, registry=registry)
+            def log_message(self, *_: Any) -> None:  # scrapes are not log lines
+                pass
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="nines-metrics", daemon=True
+        )
+        self._thread.start()
         self.host = host
         self.port = int(self._server.server_address[1])
 

@@ -8,6 +8,7 @@ The Spark column expression in ``streaming.histograms`` computes the same indice
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -197,6 +198,33 @@ class SparseHistogram:
         if idx >= self.layout.overflow_index:
             return self.max_us
         return min(int(self.layout.highest_value_at(idx)), self.max_us)
+
+    def values_at_quantiles(self, qs: Sequence[float]) -> list[int]:
+        """``value_at_quantile`` for several quantiles with one cumulative sum (the exporter's)."""
+        total = self.total
+        if total == 0:
+            return [0] * len(qs)
+        cum = np.cumsum(self.count)
+        out = []
+        for q in qs:
+            if q >= 1.0:
+                out.append(self.max_us)
+                continue
+            idx = int(self.index[int(np.searchsorted(cum, rank_for_quantile(q, total)))])
+            if idx >= self.layout.overflow_index:
+                out.append(self.max_us)
+            else:
+                out.append(min(int(self.layout.highest_value_at(idx)), self.max_us))
+        return out
+
+    def counts_at_or_below(self, values_us: Sequence[int]) -> list[int]:
+        """``count_at_or_below`` for several ascending bounds in one pass (cumulative buckets)."""
+        if self.index.size == 0:
+            return [0] * len(values_us)
+        ok = self.index < self.layout.overflow_index
+        highs = self.layout.highest_value_at(self.index[ok])  # ascending: indices are sorted
+        cum = np.concatenate(([0], np.cumsum(self.count[ok])))
+        return [int(x) for x in cum[np.searchsorted(highs, values_us, side="right")]]
 
     def count_at_or_below(self, value_us: int) -> int:
         """Samples whose bucket lies entirely at or below ``value_us`` (for cumulative buckets)."""

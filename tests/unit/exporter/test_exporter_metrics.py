@@ -8,7 +8,6 @@ import urllib.request
 
 import numpy as np
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.core.hdr import HdrLayout, SparseHistogram
@@ -30,8 +29,8 @@ def window(values, partition="0", res="10s", start_s=0, lost=0, kind="e2e") -> W
     )
 
 
-def scrape(registry: CollectorRegistry) -> dict[str, list]:  # type: ignore[type-arg]
-    text = generate_latest(registry).decode()
+def scrape(exp: LatencyExporter) -> dict[str, list]:  # type: ignore[type-arg]
+    text = exp.exposition().decode()
     out: dict[str, list] = {}  # type: ignore[type-arg]
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
@@ -40,13 +39,12 @@ def scrape(registry: CollectorRegistry) -> dict[str, list]:  # type: ignore[type
 
 
 def test_quantiles_are_gated_by_sample_size_and_max_is_exact() -> None:
-    reg = CollectorRegistry()
-    exp = LatencyExporter(reg)
+    exp = LatencyExporter()
     rng = np.random.default_rng(3)
     values = rng.integers(1000, 5000, 500)
     values[17] = 1_234_567
     exp.update([window(values)])
-    samples = scrape(reg)
+    samples = scrape(exp)
     quantiles = {s.labels["quantile"] for s in samples["nines_latency_seconds"]}
     assert quantiles == {"0.5", "0.9", "0.99"}  # 500 samples: p99 yes, p99.9 no
     (mx,) = samples["nines_latency_max_seconds"]
@@ -54,20 +52,19 @@ def test_quantiles_are_gated_by_sample_size_and_max_is_exact() -> None:
     (n,) = samples["nines_latency_window_samples"]
     assert n.value == 500
     exp.update([window(rng.integers(1000, 5000, 1000), start_s=10)])
-    quantiles = {s.labels["quantile"] for s in scrape(reg)["nines_latency_seconds"]}
+    quantiles = {s.labels["quantile"] for s in scrape(exp)["nines_latency_seconds"]}
     assert "0.999" in quantiles and "0.9999" not in quantiles
 
 
 def test_histogram_is_cumulative_over_finest_windows_only() -> None:
-    reg = CollectorRegistry()
-    exp = LatencyExporter(reg)
+    exp = LatencyExporter()
     a = [100, 2_000, 60_000, 3_000_000]
     b = [150, 40_000]
     ws = with_topic_rollups([window(a), window(b, partition="1")])
     coarse = with_topic_rollups([window(a + b, res="1m")])
     exp.update(ws + coarse)
     exp.update([window([500], start_s=10)])
-    s = scrape(reg)
+    s = scrape(exp)
     counts = {(x.labels["partition"]): x.value for x in s["nines_latency_histogram_seconds_count"]}
     assert counts == {"0": 5, "1": 2}  # no partition="all", no 1m double count
     buckets = [
@@ -94,17 +91,16 @@ def test_histogram_is_cumulative_over_finest_windows_only() -> None:
 
 
 def test_pipeline_health_and_promtool_lint_and_http() -> None:
-    reg = CollectorRegistry()
-    exp = LatencyExporter(reg)
+    exp = LatencyExporter()
     exp.update([window([1, 2, 3], lost=1)])
     exp.set_pipeline_health(0.5, 1000.0, 3.0, 42, 1_800_000_000.0)
-    s = scrape(reg)
+    s = scrape(exp)
     assert s["nines_stream_batches_total"][0].value == 1
     assert s["nines_stream_state_rows"][0].value == 42
     assert s["nines_latency_window_lost"][0].value == 1
     if shutil.which("promtool"):
         out = subprocess.run(
-            ["promtool", "check", "metrics"], input=generate_latest(reg), capture_output=True
+            ["promtool", "check", "metrics"], input=exp.exposition(), capture_output=True
         )
         # The only lint findings are the two names the product contract fixes (docs/metrics.md).
         findings = [line for line in out.stderr.decode().splitlines() if line.strip()]
@@ -126,3 +122,48 @@ def test_quantile_table_rows() -> None:
     (row,) = rows
     assert row["samples"] == 1000 and row["max"] == pytest.approx(0.001)
     assert row["p99.9"] is not None and row["p99.99"] is None
+
+
+def test_prerendered_lines_parse_back_escape_and_follow_the_latest_window() -> None:
+    import gzip
+
+    exp = LatencyExporter()
+    odd = 'we"ird\\topic\nx'
+    w = WindowHistogram(
+        "10s", 0, 10_000_000, SeriesKey("c", odd, "0", "e2e"),
+        SparseHistogram.from_values(LAYOUT, list(range(1, 2001))), 2,
+    )  # fmt: skip
+    exp.update([w, window([5_000] * 100, start_s=0)])
+    s = scrape(exp)
+    topics = {x.labels["topic"] for x in s["nines_latency_max_seconds"]}
+    assert topics == {odd, "t"}  # escaped on the way out, the same value after parsing
+    q = {
+        x.labels["quantile"]: x.value
+        for x in s["nines_latency_seconds"]
+        if x.labels["topic"] == odd
+    }
+    assert set(q) == {"0.5", "0.9", "0.99", "0.999"}  # 2,000 samples support three nines only
+    assert q["0.999"] == pytest.approx(w.hist.value_at_quantile(0.999) / 1e6)
+    # a newer window of the same series replaces the older one's lines; an older one does not
+    exp.update([window([9_000] * 10, start_s=10)])
+    exp.update([window([1] * 10, start_s=0)])
+    maxes = [x for x in scrape(exp)["nines_latency_max_seconds"] if x.labels["topic"] == "t"]
+    assert [m.value for m in maxes] == [pytest.approx(0.009)]
+    # the cumulative histogram: buckets rise to +Inf, which equals _count
+    h = scrape(exp)
+    series = [x for x in h["nines_latency_histogram_seconds_bucket"] if x.labels["topic"] == "t"]
+    counts = [x.value for x in series]
+    assert counts == sorted(counts) and series[-1].labels["le"] == "+Inf"
+    (count,) = [x for x in h["nines_latency_histogram_seconds_count"] if x.labels["topic"] == "t"]
+    assert count.value == counts[-1] == 120
+    server = exp.serve("127.0.0.1", 0)
+    try:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{server.port}/metrics", headers={"Accept-Encoding": "gzip"}
+        )
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            assert resp.headers["Content-Encoding"] == "gzip"
+            assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            assert gzip.decompress(resp.read()) == exp.exposition()
+    finally:
+        server.close()
