@@ -68,8 +68,17 @@ def _escape(value: str) -> str:
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
-def _labels(names: Sequence[str], values: Sequence[str]) -> str:
-    return ",".join(f'{n}="{_escape(v)}"' for n, v in zip(names, values, strict=True))
+def _labels(pairs: Mapping[str, str], extra: str | None = None) -> str:
+    """``name="value",…`` sorted by name, as prometheus_client writes them.
+
+    With ``extra`` (a label whose value varies per line: ``quantile``, ``le``) the result is a
+    ``str.format`` template with ``{}`` in that label's place.
+    """
+    if extra is None:
+        return ",".join(f'{n}="{_escape(pairs[n])}"' for n in sorted(pairs))
+    fixed = {n: _escape(v).replace("{", "{{").replace("}", "}}") for n, v in pairs.items()}
+    fixed[extra] = "{}"
+    return ",".join(f'{n}="{fixed[n]}"' for n in sorted(fixed))
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,9 +235,14 @@ class LatencyExporter:
     def _render(self, w: WindowHistogram) -> _Lines:
         """The window's lines for each per-window family (quantiles gated by sample count)."""
         s = w.series
-        lv = _labels(
-            [*_SERIES_LABELS, "window"], [s.cluster, s.topic, s.partition, s.kind, w.resolution]
-        )
+        pairs = {
+            "cluster": s.cluster,
+            "topic": s.topic,
+            "partition": s.partition,
+            "kind": s.kind,
+            "window": w.resolution,
+        }
+        lv, lq = _labels(pairs), _labels(pairs, extra="quantile")
         total = w.hist.total
         supported = [
             (q, qt)
@@ -237,7 +251,7 @@ class LatencyExporter:
         ]
         values = w.hist.values_at_quantiles([q for q, _ in supported])
         quantiles = "".join(
-            f'nines_latency_seconds{{{lv},quantile="{qt}"}} {floatToGoString(v / 1e6)}\n'
+            f"nines_latency_seconds{{{lq.format(qt)}}} {floatToGoString(v / 1e6)}\n"
             for (_, qt), v in zip(supported, values, strict=True)
         )
         return _Lines(
@@ -277,11 +291,17 @@ class LatencyExporter:
         les = [floatToGoString(le) for le in self.le_seconds]
         out = [f"# HELP {_HISTOGRAM} {_HISTOGRAM_HELP}\n# TYPE {_HISTOGRAM} histogram\n"]
         for s in sorted(self._cum.buckets, key=_key):
-            lv = _labels(_SERIES_LABELS, [s.cluster, s.topic, s.partition, s.kind])
+            pairs = {
+                "cluster": s.cluster,
+                "topic": s.topic,
+                "partition": s.partition,
+                "kind": s.kind,
+            }
+            lv, ll = _labels(pairs), _labels(pairs, extra="le")
             total = self._cum.count[s]
             for le, c in zip(les, self._cum.buckets[s], strict=True):
-                out.append(f'{_HISTOGRAM}_bucket{{{lv},le="{le}"}} {floatToGoString(c)}\n')
-            out.append(f'{_HISTOGRAM}_bucket{{{lv},le="+Inf"}} {floatToGoString(total)}\n')
+                out.append(f"{_HISTOGRAM}_bucket{{{ll.format(le)}}} {floatToGoString(c)}\n")
+            out.append(f"{_HISTOGRAM}_bucket{{{ll.format('+Inf')}}} {floatToGoString(total)}\n")
             out.append(f"{_HISTOGRAM}_count{{{lv}}} {floatToGoString(total)}\n")
             out.append(f"{_HISTOGRAM}_sum{{{lv}}} {floatToGoString(self._cum.sum_s[s])}\n")
         return "".join(out)

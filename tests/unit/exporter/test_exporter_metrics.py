@@ -167,3 +167,56 @@ def test_prerendered_lines_parse_back_escape_and_follow_the_latest_window() -> N
             assert gzip.decompress(resp.read()) == exp.exposition()
     finally:
         server.close()
+
+
+def test_exposition_is_what_prometheus_client_would_write() -> None:
+    """The hand-rendered families, byte for byte against prometheus_client's own rendering."""
+    from prometheus_client import generate_latest
+    from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+    from prometheus_client.utils import floatToGoString
+
+    from monitor.core.hdr import REPORTED_QUANTILES, min_samples_for
+
+    rng = np.random.default_rng(11)
+    windows = [
+        window(rng.lognormal(8, 1, n).astype(np.int64) + 1, partition=p, res=res, kind=kind)
+        for n, p, res, kind in (
+            (5000, "0", "10s", "e2e"), (120, "1", "10s", "e2e"), (50, "0", "1m", "publish"),
+        )
+    ]  # fmt: skip
+    exp = LatencyExporter()
+    exp.update(windows)
+    labels = ["cluster", "topic", "partition", "kind", "window"]
+    q = GaugeMetricFamily("nines_latency_seconds", "x", labels=[*labels, "quantile"])
+    mx = GaugeMetricFamily("nines_latency_max_seconds", "x", labels=labels)
+    n = GaugeMetricFamily("nines_latency_window_samples", "x", labels=labels)
+    lost = GaugeMetricFamily("nines_latency_window_lost", "x", labels=labels)
+    hist = HistogramMetricFamily("nines_latency_histogram_seconds", "x", labels=labels[:4])
+    for w in sorted(windows, key=lambda w: (w.resolution, w.series.partition, w.series.kind)):
+        s = w.series
+        lv = [s.cluster, s.topic, s.partition, s.kind, w.resolution]
+        for quantile in REPORTED_QUANTILES:
+            if w.hist.total >= min_samples_for(quantile):
+                q.add_metric(
+                    [*lv, floatToGoString(quantile)], w.hist.value_at_quantile(quantile) / 1e6
+                )
+        mx.add_metric(lv, w.hist.max_us / 1e6)
+        n.add_metric(lv, w.hist.total)
+        if s.kind == "e2e":
+            lost.add_metric(lv, w.lost)
+        if w.resolution == "10s":
+            counts = [w.hist.count_at_or_below(int(le * 1e6)) for le in DEFAULT_LE]
+            buckets = [(floatToGoString(le), c) for le, c in zip(DEFAULT_LE, counts, strict=True)]
+            hist.add_metric(lv[:4], [*buckets, ("+Inf", w.hist.total)], w.hist.sum_us / 1e6)
+
+    class Families:
+        def collect(self) -> list:  # type: ignore[type-arg]
+            return [q, mx, n, lost, hist]
+
+    def samples(text: bytes) -> list[str]:
+        return [line for line in text.decode().splitlines() if not line.startswith("#")]
+
+    mine = samples(exp.exposition())
+    for line in samples(generate_latest(Families())):  # type: ignore[arg-type]
+        assert line in mine, line
+    assert sum(line.startswith("nines_latency_seconds{") for line in mine) == len(q.samples)
