@@ -12,7 +12,7 @@ import logging
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -90,20 +90,27 @@ def read_echoes(spark: Any, config: StreamConfig, checkpoint: str) -> Any:
     )
 
 
+def builtin_kafka_rows(batches: Iterable[Any]) -> Iterator[Any]:
+    """``mapInArrow`` body for Spark's kafka source: parsed rows with event time and weight.
+
+    A record with no intended time of its own (a bad one) takes its Kafka timestamp as event
+    time, so it is counted in the window of its arrival instead of vanishing with a null window.
+    """
+    from streaming.parse import parse_values
+    from streaming.source import SOURCE_SCHEMA
+
+    for b in batches:
+        parsed = parse_values(b.column("value").to_pylist())
+        event = pc.coalesce(parsed.column("intended_us"), b.column("kafka_us"))
+        n = pa.array([1] * parsed.num_rows, pa.int64())
+        yield pa.RecordBatch.from_arrays([*parsed.columns, event, n], schema=SOURCE_SCHEMA)
+
+
 def _read_builtin_kafka(spark: Any, config: StreamConfig) -> Any:
     """Spark's own kafka source (needs spark-sql-kafka on the classpath; see docs)."""
-    import pyarrow as pa
+    from pyspark.sql import functions as F
 
-    from streaming.parse import parse_values
-    from streaming.source import SOURCE_SCHEMA, SPARK_SCHEMA
-
-    def parse(batches: Any) -> Any:
-        for b in batches:
-            parsed = parse_values(b.column("value").to_pylist())
-            n = pa.array([1] * parsed.num_rows, pa.int64())
-            yield pa.RecordBatch.from_arrays(
-                [*parsed.columns, parsed.column("intended_us"), n], schema=SOURCE_SCHEMA
-            )
+    from streaming.source import SPARK_SCHEMA
 
     raw = (
         spark.readStream.format("kafka")
@@ -115,9 +122,9 @@ def _read_builtin_kafka(spark: Any, config: StreamConfig) -> Any:
         # librdkafka-style settings as kafka.* options (Spark redacts keys naming a password)
         .options(**{f"kafka.{k}": v for k, v in resolve_secrets(config.kafka).items()})
         .load()
-        .select("value")
+        .select("value", F.unix_micros("timestamp").alias("kafka_us"))
     )
-    return raw.mapInArrow(parse, SPARK_SCHEMA)
+    return raw.mapInArrow(builtin_kafka_rows, SPARK_SCHEMA)
 
 
 def with_event_time(echoes: Any, config: StreamConfig) -> Any:
