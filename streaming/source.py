@@ -233,7 +233,7 @@ class KafkaEchoReader(DataSourceStreamReader):
                             raise RuntimeError(f"kafka: {m.error().str()}")
                         continue
                     p, o = m.partition(), m.offset()
-                    if p not in open_:
+                    if p not in open_ or o < offset[p]:  # done, or already read (re-assign)
                         continue
                     if o > offset[p]:  # offsets vanished before or while we read (retention)
                         yield self._data_loss(p, min(o, end[p]) - offset[p], wm)
