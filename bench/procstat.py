@@ -7,11 +7,33 @@ import os
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
+def _stat_cpu_s(stat: str) -> float:
+    """utime + stime in seconds from a /proc ``stat`` line (fields 14 and 15 of stat(5))."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
 def cpu_s(pid: int) -> float:
     """utime + stime of every thread of ``pid`` so far, in seconds."""
     with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15 of stat(5)
+        return _stat_cpu_s(f.read())
+
+
+def cpu_s_by_thread(pid: int) -> dict[str, float]:
+    """utime + stime so far of the threads of ``pid``, summed by thread name (``comm``).
+
+    Threads that already ended are not counted; the probe's live for its whole run.
+    """
+    out: dict[str, float] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:  # the thread ended meanwhile
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        out[name] = out.get(name, 0.0) + _stat_cpu_s(stat)
+    return out
 
 
 def rss_mib(pid: int) -> float:

@@ -22,6 +22,7 @@ from probes.config import MAX_TOTAL_RATE, ProbeConfig
 from probes.hiccup import HiccupMeter
 from probes.payload import decode, encode, probe_hash
 from probes.schedule import Schedule
+from probes.threads import named
 from probes.tracker import Tracker
 
 log = logging.getLogger("nines.probe")
@@ -62,11 +63,6 @@ class ProbeAgent:
 
     # -- set-up -------------------------------------------------------------------------------
 
-    def _client_conf(self, bootstrap: str) -> dict[str, Any]:
-        conf: dict[str, Any] = {"bootstrap.servers": bootstrap}
-        conf.update(self.config.client_settings())
-        return conf
-
     def _discover(self) -> None:
         """Partitions and leaders of the probe topic; refuse what cannot work."""
         from confluent_kafka import KafkaException
@@ -105,35 +101,11 @@ class ProbeAgent:
         from confluent_kafka import Consumer, Producer, TopicPartition
 
         cfg = self.config
-        max_queue = max(100_000, int(cfg.rate * 64 * cfg.loss_timeout))
-        self._producer = Producer(
-            {
-                **self._client_conf(cfg.bootstrap),
-                "linger.ms": 0,
-                "acks": "all",
-                "queue.buffering.max.messages": min(max_queue, 10_000_000),
-                "message.timeout.ms": int(cfg.loss_timeout * 1000) + 5000,
-            }
-        )
+        clients = cfg.clients()
+        self._producer = Producer(clients["producer"])
         self._discover()
-        self._echo_producer = Producer(
-            {
-                **self._client_conf(cfg.echo_bootstrap or cfg.bootstrap),
-                "linger.ms": 5,
-                "compression.type": "lz4",
-                "queue.buffering.max.messages": cfg.echo_buffer,
-                "message.timeout.ms": 300_000,
-            }
-        )
-        self._consumer = Consumer(
-            {
-                **self._client_conf(cfg.bootstrap),
-                "group.id": f"nines-probe-{cfg.probe_id}",
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 10,
-                "fetch.min.bytes": 1,
-            }
-        )
+        self._echo_producer = Producer(clients["echo_producer"])
+        self._consumer = Consumer(clients["consumer"])
         starts = []
         for p in self.partitions:
             _, high = self._consumer.get_watermark_offsets(TopicPartition(cfg.topic, p), timeout=5)
@@ -143,14 +115,18 @@ class ProbeAgent:
         self._hiccups = HiccupMeter(
             self.clock, cfg.probe_id, cfg.cluster, cfg.hiccup_interval, self._publish
         )
-        self._sender = threading.Thread(target=self._send_loop, name="nines-send", daemon=True)
+        loops = {
+            "nines-send": self._send_loop,
+            "nines-receive": self._receive_loop,
+            "nines-acks": self._report_loop,
+            "nines-house": self._housekeeping_loop,
+        }
         self._threads = [
-            self._sender,
-            threading.Thread(target=self._receive_loop, name="nines-receive", daemon=True),
-            threading.Thread(target=self._report_loop, name="nines-acks", daemon=True),
-            threading.Thread(target=self._housekeeping_loop, name="nines-house", daemon=True),
-            self._hiccups,
+            threading.Thread(target=named(name, loop), name=name, daemon=True)
+            for name, loop in loops.items()
         ]
+        self._sender = self._threads[0]
+        self._threads.append(self._hiccups)
         for t in self._threads:
             t.start()
         if cfg.metrics_port:

@@ -102,3 +102,44 @@ class ProbeConfig(StageConfig):
         never holds a secret.
         """
         return resolve_secrets(self.kafka, "kafka")
+
+    def clients(self) -> dict[str, dict[str, Any]]:
+        """The librdkafka configuration of the probe's three clients: ``producer`` (probe
+        messages), ``consumer`` (reads them back) and ``echo_producer``.
+
+        Our latency-minded defaults come first and the user's ``kafka`` settings override them
+        (``acks``, ``linger.ms``, ``fetch.wait.max.ms``, ... are theirs to tune). Only what the
+        probe's guarantees rest on is pinned: the queue bounds (set by ``rate``/``loss_timeout``
+        and ``echo_buffer``) and a consumer that never commits offsets (the probe writes nothing
+        but its two topics).
+        """
+        user = self.client_settings()
+        queue = min(max(100_000, int(self.rate * 64 * self.loss_timeout)), 10_000_000)
+        producer = {
+            "linger.ms": 0,
+            "acks": "all",
+            "message.timeout.ms": int(self.loss_timeout * 1000) + 5000,
+            **user,
+            "bootstrap.servers": self.bootstrap,
+            "queue.buffering.max.messages": queue,
+        }
+        echo_producer = {
+            "linger.ms": 5,
+            "compression.type": "lz4",
+            "message.timeout.ms": 300_000,
+            **user,
+            "bootstrap.servers": self.echo_bootstrap or self.bootstrap,
+            "queue.buffering.max.messages": self.echo_buffer,
+        }
+        consumer = {
+            # Real Kafka answers a fetch as soon as a byte arrives; this only bounds how long an
+            # idle fetch is held. (The embedded test broker holds it the whole time, which adds
+            # up to this much to every e2e latency it shows: see docs/benchmarks.md.)
+            "fetch.wait.max.ms": 10,
+            "fetch.min.bytes": 1,
+            **user,
+            "bootstrap.servers": self.bootstrap,
+            "group.id": f"nines-probe-{self.probe_id}",
+            "enable.auto.commit": False,
+        }
+        return {"producer": producer, "consumer": consumer, "echo_producer": echo_producer}

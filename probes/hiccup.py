@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from monitor.core.echo import Hiccup
 from probes.clock import ProbeClock
+from probes.threads import name_os_thread
 
 TICK_US = 1000
 
@@ -35,6 +36,7 @@ class HiccupMeter(threading.Thread):
 
     def run(self) -> None:
         """Tick every millisecond; report the longest and total oversleep per interval."""
+        name_os_thread(self.name)
         start = self.clock.now_us()
         worst = total = count = 0
         expected = start + TICK_US

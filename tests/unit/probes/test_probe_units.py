@@ -234,3 +234,47 @@ def test_probe_cli_bad_secret_exits_2_without_connecting_or_leaking(tmp_path) ->
         assert out.stderr.splitlines() == [out.stderr.strip()], out.stderr
         assert out.stderr.startswith(f"nines probe: error: kafka.sasl.password: {message}")
         assert "Traceback" not in out.stderr and "alice" not in out.stderr
+
+
+def test_user_kafka_settings_override_tuning_but_not_the_bounds(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from confluent_kafka import Consumer, Producer
+
+    monkeypatch.setenv("NINES_TEST_PW", "pw")
+    cfg = ProbeConfig(
+        bootstrap="a:1",
+        echo_bootstrap="b:2",
+        rate=10,
+        loss_timeout="10s",
+        echo_buffer=500,
+        kafka={
+            "linger.ms": "2",
+            "acks": "1",
+            "fetch.wait.max.ms": "100",
+            "queue.buffering.max.messages": "7",
+            "enable.auto.commit": "true",
+            "bootstrap.servers": "elsewhere:9",
+            "sasl.password": "env:NINES_TEST_PW",
+        },
+    )
+    c = cfg.clients()
+    assert c["producer"]["linger.ms"] == c["echo_producer"]["linger.ms"] == "2"
+    assert c["producer"]["acks"] == "1"
+    assert c["consumer"]["fetch.wait.max.ms"] == "100"
+    assert c["producer"]["message.timeout.ms"] == 15_000  # loss timeout + 5 s: not overridden
+    # pinned: the queue bounds, where each client connects, and a consumer that never commits
+    assert c["producer"]["queue.buffering.max.messages"] == 100_000
+    assert c["echo_producer"]["queue.buffering.max.messages"] == 500
+    assert c["consumer"]["enable.auto.commit"] is False
+    assert [c[k]["bootstrap.servers"] for k in ("producer", "consumer", "echo_producer")] == [
+        "a:1",
+        "a:1",
+        "b:2",
+    ]
+    assert all(v["sasl.password"] == "pw" for v in c.values())
+    # librdkafka itself accepts every key and value (an unknown one raises KafkaException)
+    for name, conf in c.items():
+        client = Consumer(conf) if name == "consumer" else Producer(conf)
+        if name == "consumer":
+            client.close()
+        else:
+            client.flush(0)
