@@ -60,6 +60,9 @@ class ProbeAgent:
         self._warned_at = 0.0
         self._server: Any = None
         self._hiccups: HiccupMeter | None = None
+        self._producer: Any = None
+        self._echo_producer: Any = None
+        self._echo_buffered_at_stop = 0
 
     # -- set-up -------------------------------------------------------------------------------
 
@@ -322,6 +325,11 @@ class ProbeAgent:
         self._consumer.close()
         if self._server is not None:
             self._server.shutdown()
+        # Release the producers now: this agent sits in reference cycles (its threads and the
+        # hiccup meter point back at it), so it is only freed by a garbage-collection pass,
+        # and until then their threads would go on reconnecting to the cluster.
+        self._echo_buffered_at_stop = len(self._echo_producer)
+        self._producer = self._echo_producer = None
 
     def summary(self) -> str:
         """One line of totals, logged when the probe stops."""
@@ -350,7 +358,11 @@ class ProbeAgent:
             "leaders": leaders,
             "in_flight": in_flight,
             "echo_dropped": self.echo_dropped,
-            "echo_buffered": len(self._echo_producer),
+            "echo_buffered": (
+                self._echo_buffered_at_stop
+                if self._echo_producer is None
+                else len(self._echo_producer)
+            ),
             "echoes_published": self.echoes_published,
             "hiccup_max_us": self._hiccups.last_max_us if self._hiccups else 0,
         }

@@ -288,7 +288,17 @@ def test_leader_move_followed_and_down_broker_loses_then_recovers(
     assert stats["partitions"][2]["lost"] == len(lost)
 
 
+def librdkafka_threads() -> int:
+    """Threads of this process that belong to a librdkafka client."""
+    n = 0
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError), open(f"/proc/self/task/{tid}/comm") as f:
+            n += f.read().startswith("rdk:")
+    return n
+
+
 def test_echo_cluster_down_keeps_probing_and_counts_drops(fresh_broker: EmbeddedBroker) -> None:
+    clients_before = librdkafka_threads()
     with EmbeddedBroker() as echo_cluster:
         agent = probe(
             fresh_broker.bootstrap,
@@ -304,7 +314,11 @@ def test_echo_cluster_down_keeps_probing_and_counts_drops(fresh_broker: Embedded
         echo_cluster.resume()
         assert sum(p["sent"] for p in stats["partitions"].values()) > sent_before + 600
         assert stats["echo_dropped"] > 0
+        assert librdkafka_threads() > clients_before
         agent.stop(timeout_s=3)
+        # stop() releases its clients itself: none is left reconnecting until a GC pass
+        assert librdkafka_threads() == clients_before
+        assert agent.stats()["echo_buffered"] >= 0
 
 
 def free_port() -> int:
