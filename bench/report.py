@@ -531,10 +531,11 @@ def summarise_probe(probe: Json) -> str:
         f"end-to-end floor on the embedded broker p50 {_us(_get(floor, 'e2e_us', 'p50'))}, "
         f"p99.9 {_us(_get(floor, 'e2e_us', 'p999'))}"
     )
-    for key, r in rates.items():
+    for r in rates.values():
         if not _is_default(r):
+            settings = ", ".join(f"`{k}: {v}`" for k, v in r["kafka_settings"].items())
             parts.append(
-                f"with {_run_label(key, r).split(' ', 1)[-1]} p50 "
+                f"with {settings} p50 "
                 f"{_us(_get(r, 'e2e_us', 'p50'))}, p99.9 {_us(_get(r, 'e2e_us', 'p999'))}"
             )
     return "; ".join(parts)
@@ -665,8 +666,16 @@ def probe_section(probe: Json) -> str:
         intro += (
             f"\nTarget at {int(target_rate or 0):,} msgs/s: send lag p99.9 ≤ {_us(lag_max)} "
             f"and CPU ≤ {_pct(cpu_max)} of a core — "
-            f"{_met(_get(probe, 'met', 'all'))}.\n"
+            f"{_met(_get(probe, 'met', 'all'))}."
         )
+        control = (rates.get(target_rate) or {}).get("control_oversleep_us")
+        if isinstance(control, Mapping) and control.get("p999") is not None:
+            intro += (
+                " For scale: the idle control process beside it woke up to "
+                f"{_us(control['p999'])} late at p99.9 in the same interval (this machine's "
+                "floor under any send lag)."
+            )
+        intro += "\n"
     for rate, r in rates.items():
         if r.get("consumer_offset_resets"):
             intro += (
@@ -692,7 +701,11 @@ def probe_section(probe: Json) -> str:
     )
     threads = [
         f"- at {_run_label(rate, r)} msgs/s: "
-        + ", ".join(f"{name} {_pct(pct)}" for name, pct in r["cpu_pct_by_thread"].items())
+        + ", ".join(
+            f"{name} {_pct(pct)}"
+            for name, pct in sorted(r["cpu_pct_by_thread"].items(), key=lambda kv: -kv[1])
+            if pct >= 0.05
+        )
         for rate, r in rates.items()
         if isinstance(r.get("cpu_pct_by_thread"), Mapping) and _is_default(r)
     ]

@@ -396,11 +396,16 @@ def run_rate(
         "hiccup_max_us": int(hiccup_max),
         "cpu_pct_of_core": round((cpu1 - cpu0) / wall_s * 100, 2),
         "broker_cpu_pct_of_core": round((bcpu1 - bcpu0) / wall_s * 100, 2),
-        "cpu_pct_by_thread": {
-            name: round((t - threads0.get(name, 0.0)) / wall_s * 100, 2)
-            for name, t in sorted(threads1.items(), key=lambda kv: -kv[1])
-            if t - threads0.get(name, 0.0) > 0
-        },
+        "cpu_pct_by_thread": dict(
+            sorted(
+                (
+                    (name, round((t - threads0.get(name, 0.0)) / wall_s * 100, 2))
+                    for name, t in threads1.items()
+                    if t > threads0.get(name, 0.0)
+                ),
+                key=lambda kv: -kv[1],
+            )
+        ),
         "rss_mib_start": round(rss[0][1], 2),
         "rss_mib_end": round(rss[-1][1], 2),
         "rss_mib_max": round(float(ms.max()), 2),
