@@ -7,6 +7,7 @@ that should have been sent during it.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 
@@ -25,6 +26,10 @@ class Schedule:
         self._offset_us = {
             p: int(i * 1e6 / (self.rate_per_s * n)) for i, p in enumerate(self.partitions)
         }
+        # (intended_us, partition, seq) of each partition's next message: the earliest is on
+        # top, so a send costs O(log partitions), not a scan of them all.
+        self._due = [(self.intended_us(p, 0), p, 0) for p in self.partitions]
+        heapq.heapify(self._due)
 
     def intended_us(self, partition: int, seq: int) -> int:
         """When message ``seq`` of ``partition`` is supposed to be sent."""
@@ -32,8 +37,15 @@ class Schedule:
 
     def next_due(self) -> tuple[int, int, int]:
         """(intended_us, partition, seq) of the earliest unsent message."""
-        return min((self.intended_us(p, s), p, s) for p, s in self.next_seq.items())
+        return self._due[0]
 
     def advance(self, partition: int) -> None:
-        """Mark the partition's next message as sent."""
-        self.next_seq[partition] += 1
+        """Mark the partition's next message (the one ``next_due`` returned) as sent."""
+        seq = self.next_seq[partition] = self.next_seq[partition] + 1
+        entry = (self.intended_us(partition, seq), partition, seq)
+        if self._due[0][1] == partition:
+            heapq.heapreplace(self._due, entry)
+        else:  # not the earliest partition: find and replace its entry (O(partitions))
+            i = next(i for i, (_, p, _) in enumerate(self._due) if p == partition)
+            self._due[i] = entry
+            heapq.heapify(self._due)
