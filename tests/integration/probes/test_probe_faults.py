@@ -317,6 +317,9 @@ def test_echo_cluster_down_keeps_probing_and_counts_drops(fresh_broker: Embedded
         assert librdkafka_threads() > clients_before
         agent.stop(timeout_s=3)
         # stop() releases its clients itself: none is left reconnecting until a GC pass
+        deadline = time.monotonic() + 5  # (their threads may take a moment to exit)
+        while librdkafka_threads() > clients_before and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert librdkafka_threads() == clients_before
         assert agent.stats()["echo_buffered"] >= 0
 
