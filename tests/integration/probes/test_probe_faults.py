@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import re
 import signal
@@ -315,12 +316,17 @@ def test_echo_cluster_down_keeps_probing_and_counts_drops(fresh_broker: Embedded
         assert sum(p["sent"] for p in stats["partitions"].values()) > sent_before + 600
         assert stats["echo_dropped"] > 0
         assert librdkafka_threads() > clients_before
-        agent.stop(timeout_s=3)
-        # stop() releases its clients itself: none is left reconnecting until a GC pass
-        deadline = time.monotonic() + 5  # (their threads may take a moment to exit)
-        while librdkafka_threads() > clients_before and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert librdkafka_threads() == clients_before
+        # stop() releases its clients itself: none is left reconnecting until a GC pass (the
+        # collector is off meanwhile, so it cannot be what freed them)
+        gc.disable()
+        try:
+            agent.stop(timeout_s=3)
+            deadline = time.monotonic() + 5  # (their threads may take a moment to exit)
+            while librdkafka_threads() > clients_before and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert librdkafka_threads() == clients_before
+        finally:
+            gc.enable()
         assert agent.stats()["echo_buffered"] >= 0
 
 
