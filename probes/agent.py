@@ -327,9 +327,11 @@ class ProbeAgent:
             self._server.shutdown()
         # Release the producers now: this agent sits in reference cycles (its threads and the
         # hiccup meter point back at it), so it is only freed by a garbage-collection pass,
-        # and until then their threads would go on reconnecting to the cluster.
-        self._echo_buffered_at_stop = len(self._echo_producer)
-        self._producer = self._echo_producer = None
+        # and until then their threads would go on reconnecting to the cluster. (Not while a
+        # thread of ours that uses them is still running: it would fail on None.)
+        if not any(t.is_alive() for t in self._threads):
+            self._echo_buffered_at_stop = len(self._echo_producer)
+            self._producer = self._echo_producer = None
 
     def summary(self) -> str:
         """One line of totals, logged when the probe stops."""
