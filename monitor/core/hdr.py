@@ -187,20 +187,11 @@ class SparseHistogram:
 
     def value_at_quantile(self, q: float) -> int:
         """Nearest-rank quantile: the bucket's highest equivalent value, capped at the exact max."""
-        total = self.total
-        if total == 0:
-            return 0
-        if q >= 1.0:
-            return self.max_us
-        rank = rank_for_quantile(q, total)
-        pos = int(np.searchsorted(np.cumsum(self.count), rank, side="left"))
-        idx = int(self.index[pos])
-        if idx >= self.layout.overflow_index:
-            return self.max_us
-        return min(int(self.layout.highest_value_at(idx)), self.max_us)
+        return self.values_at_quantiles((q,))[0]
 
     def values_at_quantiles(self, qs: Sequence[float]) -> list[int]:
-        """``value_at_quantile`` for several quantiles with one cumulative sum (the exporter's)."""
+        """Nearest-rank quantiles, each the bucket's highest equivalent value capped at the exact
+        max (the max itself for q >= 1 and for overflow), with one cumulative sum for all."""
         total = self.total
         if total == 0:
             return [0] * len(qs)
@@ -218,7 +209,8 @@ class SparseHistogram:
         return out
 
     def counts_at_or_below(self, values_us: Sequence[int]) -> list[int]:
-        """``count_at_or_below`` for several ascending bounds in one pass (cumulative buckets)."""
+        """Samples whose bucket lies entirely at or below each bound (overflow never does), for
+        cumulative buckets: one cumulative sum for all bounds."""
         if self.index.size == 0:
             return [0] * len(values_us)
         ok = self.index < self.layout.overflow_index
@@ -228,11 +220,7 @@ class SparseHistogram:
 
     def count_at_or_below(self, value_us: int) -> int:
         """Samples whose bucket lies entirely at or below ``value_us`` (for cumulative buckets)."""
-        if self.index.size == 0:
-            return 0
-        highs = self.layout.highest_value_at(np.minimum(self.index, self.layout.counts_len - 1))
-        ok = (highs <= value_us) & (self.index < self.layout.overflow_index)
-        return int(self.count[ok].sum())
+        return self.counts_at_or_below((value_us,))[0]
 
     def to_hdrh(self) -> object:
         """The same histogram as an ``hdrh.HdrHistogram`` (overflow samples are left out)."""
