@@ -13,7 +13,7 @@ from __future__ import annotations
 import gzip
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
@@ -235,13 +235,7 @@ class LatencyExporter:
     def _render(self, w: WindowHistogram) -> _Lines:
         """The window's lines for each per-window family (quantiles gated by sample count)."""
         s = w.series
-        pairs = {
-            "cluster": s.cluster,
-            "topic": s.topic,
-            "partition": s.partition,
-            "kind": s.kind,
-            "window": w.resolution,
-        }
+        pairs = {**_series_pairs(s), "window": w.resolution}
         lv, lq = _labels(pairs), _labels(pairs, extra="quantile")
         total = w.hist.total
         supported = [
@@ -291,12 +285,7 @@ class LatencyExporter:
         les = [floatToGoString(le) for le in self.le_seconds]
         out = [f"# HELP {_HISTOGRAM} {_HISTOGRAM_HELP}\n# TYPE {_HISTOGRAM} histogram\n"]
         for s in sorted(self._cum.buckets, key=_key):
-            pairs = {
-                "cluster": s.cluster,
-                "topic": s.topic,
-                "partition": s.partition,
-                "kind": s.kind,
-            }
+            pairs = _series_pairs(s)
             lv, ll = _labels(pairs), _labels(pairs, extra="le")
             total = self._cum.count[s]
             for le, c in zip(les, self._cum.buckets[s], strict=True):
@@ -364,10 +353,15 @@ def _key(s: SeriesKey) -> tuple[str, str, str, str]:
     return (s.cluster, s.topic, s.partition, s.kind)
 
 
+def _series_pairs(s: SeriesKey) -> dict[str, str]:
+    """The series' labels by name (``_SERIES_LABELS``)."""
+    return dict(zip(_SERIES_LABELS, _key(s), strict=True))
+
+
 class MetricsServer:
     """A running /metrics HTTP server (gzip when the scraper accepts it); ``close()`` stops it."""
 
-    def __init__(self, body: Any, host: str, port: int) -> None:
+    def __init__(self, body: Callable[[], bytes], host: str, port: int) -> None:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 data = body()
