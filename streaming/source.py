@@ -64,7 +64,12 @@ class KafkaSlice(InputPartition):
 
     def __init__(self, index: int, ranges: list[KafkaRange], watermark_us: int) -> None:
         super().__init__(index)
-        self.index, self.ranges, self.watermark_us = index, ranges, watermark_us
+        self.ranges, self.watermark_us = ranges, watermark_us
+
+    @property
+    def index(self) -> int:
+        """The slice's number in its micro-batch (Spark's ``InputPartition.value``)."""
+        return int(self.value)
 
 
 def slices(ranges: list[KafkaRange], n: int, watermark_us: int) -> list[KafkaSlice]:
