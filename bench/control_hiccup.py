@@ -35,15 +35,13 @@ def oversleeps_us(seconds: float) -> list[int]:
 
 def summary(values_us: list[int]) -> dict[str, int]:
     """Samples and nearest-rank quantiles of the oversleeps."""
-    from monitor.core.hdr import rank_for_quantile
+    from bench.samples import quantiles
 
-    v = sorted(values_us)
-    out = {"samples": len(v)}
-    if v:
-        for name, q in (("p50", 0.5), ("p99", 0.99), ("p999", 0.999)):
-            out[name] = v[rank_for_quantile(q, len(v)) - 1]
-        out["max"] = v[-1]
-        out["over_1ms"] = sum(x > 1000 for x in v)
+    out = {"samples": len(values_us)}
+    q = quantiles(values_us)
+    if q is not None:
+        out.update(q)
+        out["over_1ms"] = sum(x > 1000 for x in values_us)
     return out
 
 

@@ -33,26 +33,13 @@ import numpy as np
 
 from bench.machine import RESULTS_DIR, machine_facts
 from bench.procstat import cpu_s, rss_mib
+from bench.samples import quantiles
 from monitor.core.echo import BadEcho, Hiccup, decode_record
-from monitor.core.hdr import rank_for_quantile
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = RESULTS_DIR / "soak.json"
 ECHO_TOPIC = "nines.echoes"
 LOSS_TIMEOUT_S = 30.0  # the probe's default; seqs younger than this may still be unresolved
-
-
-def quantiles(values: list[int]) -> dict[str, int] | None:
-    """Exact nearest-rank p50/p99/p99.9 and max, or None for no values."""
-    if not values:
-        return None
-    v = np.sort(np.asarray(values, dtype=np.int64))
-    out = {
-        k: int(v[rank_for_quantile(q, v.size) - 1])
-        for k, q in (("p50", 0.5), ("p99", 0.99), ("p999", 0.999))
-    }
-    out["max"] = int(v[-1])
-    return out
 
 
 @dataclass
@@ -61,8 +48,11 @@ class SeqBook:
 
     seen: dict[int, bytearray] = field(default_factory=dict)
     duplicates: int = 0
+    #: The highest seq seen per partition: every seq below it is expected.
+    highest: dict[int, int] = field(default_factory=dict)
 
     def add(self, partition: int, seq: int) -> None:
+        self.highest[partition] = max(self.highest.get(partition, -1), seq)
         bits = self.seen.setdefault(partition, bytearray())
         if seq >= len(bits):
             bits.extend(b"\0" * max(seq + 1 - len(bits), 65536))
@@ -104,7 +94,6 @@ def soak(hours: float, rate: float, size: int, interval_s: float) -> dict[str, A
     book = SeqBook()
     bad: dict[str, int] = {}
     totals = {"echoes": 0, "lost": 0, "resets": 0}
-    max_seq: dict[int, int] = {}
     result: dict[str, Any] = {}
 
     def write(complete: bool, extra: dict[str, Any] | None = None) -> None:
@@ -179,7 +168,6 @@ def soak(hours: float, rate: float, size: int, interval_s: float) -> dict[str, A
                     cur.hiccup_max_us = max(cur.hiccup_max_us, rec.max_us)
                     continue
                 book.add(rec.partition, rec.seq)
-                max_seq[rec.partition] = max(max_seq.get(rec.partition, -1), rec.seq)
                 cur.echoes += 1
                 cur.send_lag.append(rec.sent_us - rec.intended_us)
                 if rec.lost:
@@ -227,13 +215,12 @@ def soak(hours: float, rate: float, size: int, interval_s: float) -> dict[str, A
                     continue
                 if not isinstance(rec, Hiccup):
                     book.add(rec.partition, rec.seq)
-                    max_seq[rec.partition] = max(max_seq.get(rec.partition, -1), rec.seq)
                     totals["echoes"] += 1
                     totals["lost"] += bool(rec.lost)
         consumer.close()
         code = proc.returncode
     # every seq up to the highest one seen must have its echo (the probe drained on exit)
-    limits = {p: s + 1 for p, s in max_seq.items()}
+    limits = {p: s + 1 for p, s in book.highest.items()}
     rss = [(r["t_min"], r["rss_mib"]) for r in rows if r["rss_mib"] is not None]
     half = [(t, m) for t, m in rss if t >= rss[-1][0] / 2] if rss else []
     slope = float(np.polyfit(*zip(*half, strict=True), 1)[0] * 60) if len(half) >= 2 else None

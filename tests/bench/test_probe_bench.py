@@ -46,10 +46,10 @@ import numpy as np
 import pytest
 
 from bench.procstat import cpu_s, cpu_s_by_thread, rss_mib
+from bench.samples import quantiles
 from monitor.broker import EmbeddedBroker
 from monitor.broker.testing import consumer
 from monitor.core.echo import BadEcho, Hiccup, decode_record
-from monitor.core.hdr import rank_for_quantile
 
 pytestmark = pytest.mark.bench
 
@@ -86,7 +86,6 @@ COUNTERS = (
     "echo_dropped",
     "in_flight",
 )
-QUANTILES = {"p50": 0.5, "p99": 0.99, "p999": 0.999}
 _LEN = struct.Struct(">I")
 
 
@@ -126,14 +125,6 @@ def probe_counters(port: int) -> dict[str, float] | None:
         name = name.split("{", 1)[0].removeprefix("nines_probe_").removesuffix("_total")
         if line.startswith("nines_probe_") and name in COUNTERS:
             out[name] = out.get(name, 0) + float(value)
-    return out
-
-
-def quantiles(values: np.ndarray) -> dict[str, int]:
-    """Exact nearest-rank p50/p99/p99.9 and the max of integer microseconds."""
-    v = np.sort(values)
-    out = {k: int(v[rank_for_quantile(q, v.size) - 1]) for k, q in QUANTILES.items()}
-    out["max"] = int(v[-1])
     return out
 
 
@@ -388,9 +379,9 @@ def run_rate(
         "bad_records": bad,
         "echoes_total": int(cols["seq"].size),
         "schedule_starts_seen": int(t0_values.size),
-        "send_lag_us": quantiles(send_lag) if send_lag.size else None,
-        "e2e_us": quantiles(e2e) if e2e.size else None,
-        "publish_us": quantiles(publish) if publish.size else None,
+        "send_lag_us": quantiles(send_lag),
+        "e2e_us": quantiles(e2e),
+        "publish_us": quantiles(publish),
         "send_lag_over_1ms": int((send_lag > 1000).sum()),
         "control_oversleep_us": control_oversleep,
         "hiccup_max_us": int(hiccup_max),

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from bench.control_hiccup import oversleeps_us, summary
-from bench.soak import SeqBook, quantiles
+from bench.samples import quantiles
+from bench.soak import SeqBook
 
 
 def test_seq_book_counts_missing_and_duplicates_per_partition() -> None:
