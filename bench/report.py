@@ -533,9 +533,8 @@ def summarise_probe(probe: Json) -> str:
     )
     for r in rates.values():
         if not _is_default(r):
-            settings = ", ".join(f"`{k}: {v}`" for k, v in r["kafka_settings"].items())
             parts.append(
-                f"with {settings} p50 "
+                f"with {_settings_text(r)} p50 "
                 f"{_us(_get(r, 'e2e_us', 'p50'))}, p99.9 {_us(_get(r, 'e2e_us', 'p999'))}"
             )
     return "; ".join(parts)
@@ -548,10 +547,17 @@ def _run_label(key: str, r: Json) -> str:
         text = f"{int(rate):,}"
     except (TypeError, ValueError):
         text = str(key)
-    extra = r.get("kafka_settings") or {}
-    if isinstance(extra, Mapping) and extra:
-        text += " (" + ", ".join(f"`{k}: {v}`" for k, v in extra.items()) + ")"
+    if not _is_default(r):
+        text += f" ({_settings_text(r)})"
     return text
+
+
+def _settings_text(r: Json) -> str:
+    """The librdkafka settings a probe run overrode, as inline code."""
+    settings = r.get("kafka_settings")
+    if not isinstance(settings, Mapping):
+        return ""
+    return ", ".join(f"`{k}: {v}`" for k, v in settings.items())
 
 
 def _is_default(r: Json) -> bool:
