@@ -17,11 +17,14 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 ## Test-only system packages: real Prometheus, promtool and Alertmanager for the e2e tests.
+## Under CI (CI=true) a failed install fails the run: the tests they back must never skip there.
 system-test-deps:
 	@if ! command -v promtool >/dev/null || ! command -v prometheus-alertmanager >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager >/dev/null) \
-	      || echo "warning: could not install prometheus/alertmanager; e2e tests will be skipped"; \
+	      || { if [ "$$CI" = true ]; then echo "error: could not install prometheus/alertmanager (CI needs them)"; exit 1; \
+	           else echo "warning: could not install prometheus/alertmanager; e2e tests will be skipped"; fi; }; \
+	  elif [ "$$CI" = true ]; then echo "error: CI needs prometheus and prometheus-alertmanager (run as root)"; exit 1; \
 	  else echo "warning: not root; install prometheus and prometheus-alertmanager for the e2e tests"; fi; \
 	fi
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from monitor.alerts.sla import SlaConfig, load_sla
 from monitor.config import ConfigError, build
+from monitor.core.hdr import min_samples_for, quantile_label
 from monitor.core.units import format_duration, parse_duration_s
 
 if TYPE_CHECKING:
@@ -34,14 +35,11 @@ EXAMPLES = """examples:
   nines demo --hiccup 5s@30s          # stall the embedded broker for 5 s after 30 s (CTRL+Z test)
 """
 
-#: Columns of the live table: quantile label and the quantile it shows.
-TABLE_QUANTILES = (
-    ("p50", 0.5),
-    ("p99", 0.99),
-    ("p99.9", 0.999),
-    ("p99.99", 0.9999),
-    ("p99.999", 0.99999),
-)
+#: Quantiles of the live table (labelled as everywhere else: p99.9 for 0.999).
+TABLE_QUANTILES = (0.5, 0.99, 0.999, 0.9999, 0.99999)
+#: A probe pause longer than this in a window makes that window's tail the probe's (or the
+#: machine's), not the broker's: the same guard as the example SLA's ``probe_hiccup_max``.
+HICCUP_SUSPECT_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -107,8 +105,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
-#: The commented example SLA (``make demo`` runs from the repository root).
-DEFAULT_SLA = "examples/sla.yaml"
+#: The demo's SLA, sized for the embedded broker (``make demo`` runs from the repository root).
+DEFAULT_SLA = "examples/demo-sla.yaml"
 #: Brokers of the embedded cluster; the probe topic has one partition per broker.
 DEMO_BROKERS = 3
 #: The demo always shows 1m windows beside ``--window``.
@@ -236,15 +234,20 @@ def _run_pipeline(args: argparse.Namespace, opts: DemoOptions, workdir: Path) ->
 
     stop = _StopFlag()
     out = _Output(plain=args.plain or not sys.stdout.isatty())
+    workdir.mkdir(parents=True, exist_ok=True)
     out.line("nines demo: starting the embedded broker (a test cluster, not a production broker)")
     with EmbeddedBroker(brokers=DEMO_BROKERS) as broker:
         out.line(f"  broker   {broker.bootstrap}")
         stream_cfg = _stream_config(args, opts.window_s, broker.bootstrap, workdir)
         hiccup = opts.hiccup
-        with _probe_process(broker.bootstrap, str(opts.rate)) as probe:
+        probe_log = workdir / "probe.log"
+        with _probe_process(broker.bootstrap, str(opts.rate), probe_log) as probe:
             out.line(f"  probe    pid {probe.pid}, {opts.rate:g} msgs/s per partition, open loop")
+            spark_log = workdir / "spark.log"
+            out.line(f"  logs     Spark/JVM: {spark_log}  probe: {probe_log}")
             job = StreamJob(stream_cfg)
-            job.start()
+            with jvm_output_to(spark_log):
+                job.start()
             try:
                 out.line(f"  metrics  http://{stream_cfg.metrics_host}:{job.metrics_port}/metrics")
                 out.line(
@@ -263,7 +266,32 @@ def _run_pipeline(args: argparse.Namespace, opts: DemoOptions, workdir: Path) ->
                 job.stop()
                 _terminate(probe)
     out.line("nines demo: stopped cleanly.")
+    if not args.workdir:
+        out.line("  (the temp workdir and its logs are removed now; --workdir DIR keeps them)")
     return 0
+
+
+@contextlib.contextmanager
+def jvm_output_to(path: Path) -> Iterator[None]:
+    """Point this process's stderr (fd 2) at ``path`` while the Spark JVM is launched.
+
+    PySpark starts the JVM with our stderr inherited, and log4j writes to it before any config
+    of ours applies; the JVM (and the Python workers it spawns) keep the file, our own stderr
+    comes back afterwards. The screen then stays the product's.
+    """
+    import os
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "hostname resolves to loopback"
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _write_rules(sla: SlaConfig, workdir: Path) -> Path:
@@ -318,7 +346,6 @@ def sla_status(sla: SlaConfig, latest: dict[str, list[WindowHistogram]]) -> list
     Like the rendered rules, the worst matching series decides (``max by``, never an average);
     a quantile is only judged when the window holds enough samples for it.
     """
-    from monitor.core.hdr import min_samples_for
 
     out = []
     for o in sla.objectives:
@@ -345,7 +372,8 @@ def sla_status(sla: SlaConfig, latest: dict[str, list[WindowHistogram]]) -> list
             ]
         worst = max(values, default=None)
         state = "no data" if worst is None else ("BREACH" if worst > float(limit or 0) else "ok")
-        what = f"max <= {limit:g}s" if o.max is not None else f"p{o.quantile} <= {limit:g}s"
+        stat = "max" if o.max is not None else quantile_label(float(o.quantile or 0))
+        what = f"{stat} <= {limit:g}s"
         out.append(
             {"name": o.name, "objective": f"{o.kind} {what} per {format_duration(o.window)}",
              "worst": worst, "state": state}
@@ -353,35 +381,69 @@ def sla_status(sla: SlaConfig, latest: dict[str, list[WindowHistogram]]) -> list
     return out
 
 
+def probe_hiccup_s(windows: list[WindowHistogram]) -> dict[str, float]:
+    """Cluster → the probe's longest own pause (seconds) in these windows."""
+    out: dict[str, float] = {}
+    for w in windows:
+        if w.series.kind == "hiccup" and w.hist.total:
+            out[w.series.cluster] = max(out.get(w.series.cluster, 0.0), w.hist.max_us / 1e6)
+    return out
+
+
+def attribution(hiccup_s: float | None, tail_s: float) -> str:
+    """Whose spike it is, at a glance: the probe's own pauses against the tail it measured."""
+    if hiccup_s is None:
+        return "probe pauses: no data"
+    verdict = (
+        "the probe/machine stalled: its tail here is not the broker's"
+        if hiccup_s > HICCUP_SUSPECT_S and hiccup_s >= tail_s / 2
+        else "the tail is the broker's"
+    )
+    return f"probe's longest own pause {hiccup_s * 1e3:.1f} ms: {verdict}"
+
+
 def render_tables(latest: dict, quantile_table, sla: SlaConfig | None = None) -> object:  # type: ignore[type-arg,no-untyped-def]
-    """A rich renderable: one table per resolution for its latest closed window, then the SLA."""
+    """A rich renderable: one table per resolution for its latest closed window, then the SLA.
+
+    Each table carries the probe's own longest pause (its hiccup) beside the latency, so a spike
+    reads at once as the probe's or machine's (a pause as long as the tail) or the broker's.
+    """
     from datetime import datetime
 
     from rich.console import Group
     from rich.table import Table
 
+    labels = [quantile_label(q) for q in TABLE_QUANTILES]
     tables = []
     for res, windows in sorted(latest.items(), key=lambda kv: parse_duration_s(kv[0])):
         if not windows:
             continue
         end = max(w.window_end_us for w in windows)
         when = datetime.fromtimestamp(end / 1e6, tz=UTC).strftime("%H:%M:%S")
-        t = Table(title=f"latest closed {res} window (ended {when} UTC) — end-to-end latency, ms")
-        for col in (
-            "topic",
-            "partition",
-            "samples",
-            *[q for q, _ in TABLE_QUANTILES],
-            "max",
-            "lost",
-        ):
+        hiccups = probe_hiccup_s(windows)
+        rows = quantile_table([w for w in windows if w.series.kind == "e2e"])
+        tail_s = max((r["max"] for r in rows), default=0.0)
+        caption = "; ".join(
+            f"{cluster}: {attribution(hiccups.get(cluster), tail_s)}"
+            for cluster in sorted({r["cluster"] for r in rows})
+        )
+        t = Table(
+            title=f"latest closed {res} window (ended {when} UTC) — end-to-end latency, ms",
+            caption=caption or None,
+        )
+        for col in ("topic", "partition", "samples", *labels, "max", "lost", "probe pause"):
             t.add_column(col, justify="left" if col == "topic" else "right")
-        for row in quantile_table([w for w in windows if w.series.kind == "e2e"]):
+        for row in rows:
             cells = [row["topic"], row["partition"], str(row["samples"])]
-            for label, _ in TABLE_QUANTILES:
+            for label in labels:
                 v = row.get(label)
                 cells.append("—" if v is None else f"{v * 1e3:.3f}")
-            cells += [f"{row['max'] * 1e3:.3f}", str(row["lost"])]
+            pause = hiccups.get(row["cluster"])
+            cells += [
+                f"{row['max'] * 1e3:.3f}",
+                str(row["lost"]),
+                "—" if pause is None else f"{pause * 1e3:.3f}",
+            ]
             t.add_row(*cells)
         tables.append(t)
     if sla is not None:
@@ -396,7 +458,7 @@ def render_tables(latest: dict, quantile_table, sla: SlaConfig | None = None) ->
 
 
 @contextlib.contextmanager
-def _probe_process(bootstrap: str, rate: str) -> Iterator[subprocess.Popen[bytes]]:
+def _probe_process(bootstrap: str, rate: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
     cmd = [
         sys.executable,
         "-m",
@@ -415,11 +477,12 @@ def _probe_process(bootstrap: str, rate: str) -> Iterator[subprocess.Popen[bytes
         "--probe-id",
         "demo",
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    with open(log, "ab") as log_file:  # a pipe nobody reads would block the probe when full
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file)
     try:
         time.sleep(0.5)
         if proc.poll() is not None:
-            err = (proc.stderr.read() if proc.stderr else b"").decode().strip()
+            err = log.read_text(errors="replace").strip()
             raise RuntimeError(f"the probe failed to start: {err}")
         yield proc
     finally:

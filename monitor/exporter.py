@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.utils import floatToGoString
 
 from monitor.core.echo import BAD_REASONS
-from monitor.core.hdr import REPORTED_QUANTILES, min_samples_for
+from monitor.core.hdr import REPORTED_QUANTILES, min_samples_for, quantile_label
 from monitor.core.units import parse_duration_s
 from monitor.core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram
 
@@ -33,16 +33,6 @@ DEFAULT_LE: tuple[float, ...] = (
     1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 3600.0,
 )  # fmt: skip
 
-#: Column labels of the demo's quantile table and the quantile behind each.
-TABLE_QUANTILES: tuple[tuple[str, float], ...] = (
-    ("p50", 0.5),
-    ("p90", 0.9),
-    ("p99", 0.99),
-    ("p99.9", 0.999),
-    ("p99.99", 0.9999),
-    ("p99.999", 0.99999),
-    ("p99.9999", 0.999999),
-)
 
 _SERIES_LABELS = ["cluster", "topic", "partition", "kind"]
 _TOPIC_LABELS = ["cluster", "topic", "partition"]
@@ -409,7 +399,8 @@ def quantile_table(windows: Iterable[WindowHistogram]) -> list[dict[str, Any]]:
             "max": w.hist.max_us / 1e6,
             "lost": w.lost,
         }
-        for label, q in TABLE_QUANTILES:
-            row[label] = w.hist.value_at_quantile(q) / 1e6 if total >= min_samples_for(q) else None
+        for q in REPORTED_QUANTILES:
+            gated = total >= min_samples_for(q)
+            row[quantile_label(q)] = w.hist.value_at_quantile(q) / 1e6 if gated else None
         rows.append(row)
     return rows

@@ -12,6 +12,7 @@ from typing import Any
 from prometheus_client.utils import floatToGoString
 
 from monitor.alerts.sla import Objective, SlaConfig
+from monitor.core.hdr import quantile_label
 from monitor.core.units import format_duration
 
 #: Error-budget share consumed within the long window, (long, short) window, severity: the SRE
@@ -81,11 +82,6 @@ def _where(o: Objective) -> str:
     return "{{ $labels.cluster }}/{{ $labels.topic }}" + partition
 
 
-def _quantile_name(q: float) -> str:
-    """p99.9 for 0.999."""
-    return f"p{round(q * 100, 6):g}"
-
-
 def _hiccup_guard(sla: SlaConfig, o: Objective, window: str, *, over: str | None = None) -> str:
     """Clusters whose probe paused longer than the guard: their latency windows are suspect."""
     assert sla.probe_hiccup_max is not None
@@ -140,7 +136,7 @@ def _latency_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
     """The quantile of the latest closed window above the threshold."""
     assert o.quantile is not None and o.threshold is not None
     window = format_duration(o.window)
-    qname = _quantile_name(o.quantile)
+    qname = quantile_label(o.quantile)
     matchers = {
         "kind": o.kind,
         "window": window,

@@ -21,6 +21,11 @@ I64 = npt.NDArray[np.int64]
 REPORTED_QUANTILES: Final = (0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999, 0.999999)
 
 
+def quantile_label(q: float) -> str:
+    """The product's one name for a quantile: p99.9 for 0.999, p50 for 0.5."""
+    return f"p{round(q * 100, 6):g}"
+
+
 @dataclass(frozen=True)
 class HdrLayout:
     """Bucket layout of an HDR histogram over integer microseconds."""
