@@ -61,12 +61,12 @@ def test_demo_hiccup_shows_the_breach_and_the_broker_as_its_cause(tmp_path: Path
     maxes = []
     for t in shown:
         rows = [m for m in ROW.finditer(t) if m.group(1) == "all"]
-        maxes.append(float(rows[0].group(3).split("│")[-4]) / 1e3 if rows else 0.0)
+        maxes.append(float(rows[0].group(3).split("│")[-3]) / 1e3 if rows else 0.0)
     stalled = [i for i, m in enumerate(maxes) if m > 2.0]
     assert stalled, maxes
     # the open-loop probe counts the stall for every message: a max of about the stall's length
     assert 3.0 < max(maxes) < 7.0, maxes
-    assert "BREACH" in out.stdout
+    assert re.search(r"e2e max <= 2s per 10s\s*│\s*e2e-max\s*│\s*[\d.]+\s*│\s*BREACH", out.stdout)
     assert "the tail is the broker's" in shown[stalled[0]]
-    # recovery: a later 10s window is back under the demo SLA's 100 ms
-    assert any(m < 0.1 for m in maxes[stalled[-1] + 1 :]), maxes
+    # recovery: a later 10s window's max is back far under the stall and the SLA's 2 s
+    assert any(m < 1.0 for m in maxes[stalled[-1] + 1 :]), maxes
