@@ -708,7 +708,9 @@ def test_tls_mounts_the_secret_and_sets_librdkafka(tmp_path: Path) -> None:
     }
     # a probe's tls has the same defaults as stream.tls (ca: ca.crt)
     probe = {"cluster": "a", "bootstrap": "k:9093", "tls": {"secretName": "ca"}}
-    [cm] = [d for d in render_values(tmp_path, {"probes": [probe]}) if "probe.yaml" in d["data"]]
+    [cm] = [
+        d for d in render_values(tmp_path, {"probes": [probe]}) if "probe.yaml" in d.get("data", {})
+    ]
     assert yaml.safe_load(cm["data"]["probe.yaml"])["probe"]["kafka"] == kafka
     # without TLS nothing is mounted or set
     docs = render(CHART / "ci" / "default-values.yaml")
