@@ -60,3 +60,63 @@ spec:
 {{- define "nines.sparkClaimName" -}}
 {{- .Values.stream.sparkOperator.persistence.existingClaim | default (printf "%s-stream-shared" (include "nines.fullname" .)) -}}
 {{- end -}}
+
+{{/* ServiceAccount of the pods that do not call the Kubernetes API (probes, local-mode stream,
+Spark executors). */}}
+{{- define "nines.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "nines.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name | default "default" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Where a TLS Secret is mounted (probes and the stream job). */}}
+{{- define "nines.tlsPath" -}}/etc/nines/tls{{- end -}}
+
+{{/* librdkafka settings of a Kafka client, as YAML: the user's `kafka` settings plus, with a
+TLS Secret, security.protocol (SSL, or SASL_SSL with sasl.* settings) and the ssl.*.location
+of the mounted files, unless `kafka` sets them itself.
+dict: kafka (map), tls ({secretName, ca, cert, key} or empty), where (value path for errors) */}}
+{{- define "nines.kafkaSettings" -}}
+{{- $kafka := deepCopy (.kafka | default dict) -}}
+{{- $tls := .tls | default dict -}}
+{{- if $tls.secretName -}}
+{{- $path := include "nines.tlsPath" . -}}
+{{- $proto := get $kafka "security.protocol" | upper -}}
+{{- $sasl := hasPrefix "SASL" $proto -}}
+{{- range $k, $_ := $kafka }}{{ if hasPrefix "sasl." $k }}{{ $sasl = true }}{{ end }}{{ end -}}
+{{- $want := ternary "SASL_SSL" "SSL" $sasl -}}
+{{- if and $proto (ne $proto $want) -}}
+{{- fail (printf "%s.kafka: security.protocol %s does not use TLS, but %s.tls.secretName is set (use %s)" .where $proto .where $want) -}}
+{{- end -}}
+{{- $_ := set $kafka "security.protocol" $want -}}
+{{- if and $tls.ca (not (hasKey $kafka "ssl.ca.location")) -}}
+{{- $_ := set $kafka "ssl.ca.location" (printf "%s/%s" $path $tls.ca) -}}
+{{- end -}}
+{{- if and $tls.cert (not $tls.key) -}}
+{{- fail (printf "%s.tls: cert needs key (mutual TLS)" .where) -}}
+{{- end -}}
+{{- if and $tls.cert (not (hasKey $kafka "ssl.certificate.location")) -}}
+{{- $_ := set $kafka "ssl.certificate.location" (printf "%s/%s" $path $tls.cert) -}}
+{{- end -}}
+{{- if and $tls.key (not (hasKey $kafka "ssl.key.location")) -}}
+{{- $_ := set $kafka "ssl.key.location" (printf "%s/%s" $path $tls.key) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $kafka -}}
+{{- end -}}
+
+{{/* nodeSelector, tolerations and affinity of a pod (Deployment pod specs and SparkApplication
+driver/executor specs take the same fields). */}}
+{{- define "nines.scheduling" -}}
+{{- with .Values.nodeSelector }}
+nodeSelector: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}

@@ -26,7 +26,7 @@ def render(values_file: Path) -> list[dict[str, Any]]:
     chart = helm.Chart.load(str(CHART))
     chart.validate_schema(values)
     out = chart.render(values, name="nines", namespace="monitoring")
-    docs = []
+    docs: list[dict[str, Any]] = []
     for name, text in out.items():
         if name.endswith("NOTES.txt"):
             continue
@@ -391,3 +391,378 @@ def test_spark_operator_checkpoint_must_be_local(tmp_path: Path) -> None:
         )
     )
     assert stream_config(render(old))["checkpoint"] == "/data/checkpoint"
+
+
+# -- Field hardening: secrets on every Kafka client, NetworkPolicy, ServiceAccount, scheduling,
+# TLS, PodDisruptionBudget, emptyDir limits ------------------------------------------------------
+
+SASL_SPARK_OPERATOR = CHART / "ci" / "sasl-spark-operator-values.yaml"
+SCHEDULING = {
+    "nodeSelector": {"nines/pool": "monitoring"},
+    "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+    "affinity": {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 1,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "nines"}},
+                    },
+                }
+            ]
+        }
+    },
+}
+OPERATOR = {"stream": {"mode": "spark-operator", "bootstrap": "kafka:9092"}}
+
+
+def render_values(tmp_path: Path, values: dict[str, Any]) -> list[dict[str, Any]]:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return render(path)
+
+
+def workloads(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every pod the chart runs, by role: Deployments (probe-<cluster>, stream) and the
+    SparkApplication's driver and executor specs (which take the pod fields themselves)."""
+    pods: dict[str, dict[str, Any]] = {}
+    for d in docs:
+        if d["kind"] == "Deployment":
+            labels = d["spec"]["template"]["metadata"]["labels"]
+            role = labels["app.kubernetes.io/component"]
+            if role == "probe":
+                role = f"probe-{labels['nines/cluster']}"
+            pods[role] = d["spec"]["template"]["spec"]
+        if d["kind"] == "SparkApplication":
+            pods["driver"] = d["spec"]["driver"]
+            pods["executor"] = d["spec"]["executor"]
+    return pods
+
+
+def kafka_clients(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every container that opens a Kafka client, by role: each probe, the local-mode stream
+    pod, and in spark-operator mode the driver (offsets) and the executors (the readers)."""
+    clients = {}
+    for role, pod in workloads(docs).items():
+        if role in ("driver", "executor"):
+            clients[role] = pod  # the Spark container's fields sit on the role spec itself
+        else:
+            [container] = pod["containers"]
+            clients[role] = container
+    return clients
+
+
+def secret_env(container: dict[str, Any]) -> dict[str, dict[str, str]]:
+    return {
+        e["name"]: e["valueFrom"]["secretKeyRef"]
+        for e in container.get("env") or []
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
+
+
+def values_of(scenario: Path) -> dict[str, Any]:
+    values: dict[str, Any] = helm.values_from_yaml(scenario.read_text()) or {}
+    return values
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [CHART / "ci" / "sasl-values.yaml", SASL_SPARK_OPERATOR],
+    ids=lambda p: p.stem,
+)
+def test_every_kafka_client_has_its_secret_env(scenario: Path) -> None:
+    values = values_of(scenario)
+    docs = render(scenario)
+    clients = kafka_clients(docs)
+    operator = values["stream"].get("mode") == "spark-operator"
+    stream_roles = ["driver", "executor"] if operator else ["stream"]
+    expected = {f"probe-{p['cluster']}": p.get("secretEnv") or [] for p in values["probes"]}
+    expected |= {role: values["stream"]["secretEnv"] for role in stream_roles}
+    assert set(clients) == set(expected)
+    assert values["stream"]["secretEnv"], "the scenario must set stream.secretEnv"
+    for role, wanted in expected.items():
+        got = secret_env(clients[role])
+        for e in wanted:
+            assert got.get(e["name"]) == {"name": e["secretName"], "key": e["key"]}, role
+
+
+def label_match(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A Kubernetes LabelSelector (matchLabels, matchExpressions In/NotIn/Exists) against labels."""
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for e in selector.get("matchExpressions") or []:
+        op, key = e["operator"], e["key"]
+        if op == "In" and labels.get(key) not in e["values"]:
+            return False
+        if op == "NotIn" and labels.get(key) in e["values"]:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+    return True
+
+
+def pod_labels(docs: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    labels = {}
+    for d in docs:
+        if d["kind"] == "Deployment":
+            role = d["metadata"]["name"]
+            labels[role] = d["spec"]["template"]["metadata"]["labels"]
+        if d["kind"] == "SparkApplication":
+            for role in ("driver", "executor"):
+                labels[role] = d["spec"][role]["labels"]
+    return labels
+
+
+def allowed(policies: list[dict[str, Any]], direction: str, pod: dict[str, str]) -> list[Any]:
+    """The ingress or egress rules that apply to a pod with these labels (policies add up)."""
+    return [
+        rule
+        for p in policies
+        if label_match(p["spec"]["podSelector"], pod)
+        and direction.capitalize() in p["spec"]["policyTypes"]
+        for rule in p["spec"].get(direction) or []
+    ]
+
+
+def test_network_policy_is_off_by_default() -> None:
+    assert not [
+        d for d in render(CHART / "ci" / "default-values.yaml") if d["kind"] == "NetworkPolicy"
+    ]
+
+
+def test_network_policy_locks_down_every_pod() -> None:
+    values = values_of(SASL_SPARK_OPERATOR)["networkPolicy"]
+    docs = render(SASL_SPARK_OPERATOR)
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    pods = pod_labels(docs)
+    assert {"driver", "executor"} <= set(pods) and any("probe" in r for r in pods)
+    prometheus = {
+        "namespaceSelector": {"matchLabels": values["prometheus"]["namespaceSelector"]},
+        "podSelector": {"matchLabels": values["prometheus"]["podSelector"]},
+    }
+    brokers = {(b["cidr"], port) for b in values["kafka"] for port in b["ports"]}
+    dns_peers = values["dns"]
+    for role, labels in pods.items():
+        ingress = allowed(policies, "ingress", labels)
+        egress = allowed(policies, "egress", labels)
+        # every pod is isolated both ways
+        assert any(label_match(p["spec"]["podSelector"], labels) for p in policies), role
+        # metrics only from Prometheus (+ the Spark peers in the spark policy)
+        scrape = [r for r in ingress if prometheus in r["from"]]
+        assert len(scrape) == 1, role
+        assert {p["port"] for p in scrape[0]["ports"]} == {9464, 9465}
+        # egress: brokers, DNS, and nothing open-ended
+        to_ip = {
+            (peer["ipBlock"]["cidr"], port["port"])
+            for r in egress
+            for peer in r.get("to") or []
+            if "ipBlock" in peer
+            for port in r["ports"]
+        }
+        assert brokers <= to_ip, role
+        # DNS over UDP and TCP (large answers, truncation), to the configured peers only
+        dns = [r for r in egress if any(p["port"] == 53 for p in r.get("ports") or [])]
+        assert len(dns) == 1 and dns[0]["to"] == dns_peers, role
+        assert {(p["protocol"], p["port"]) for p in dns[0]["ports"]} == {("UDP", 53), ("TCP", 53)}
+        for r in ingress + egress:
+            assert r.get("from", r.get("to")), f"{role}: a rule open to everyone"
+    # driver <-> executors on any port (Spark RPC, block manager): no `ports` on the rule
+    for a, b in (("driver", "executor"), ("executor", "driver")):
+        out = [
+            r
+            for r in allowed(policies, "egress", pods[a])
+            if "ports" not in r
+            and any(label_match(p.get("podSelector", {}), pods[b]) for p in r["to"])
+        ]
+        inbound = [
+            r
+            for r in allowed(policies, "ingress", pods[b])
+            if "ports" not in r
+            and any(label_match(p.get("podSelector", {}), pods[a]) for p in r["from"])
+        ]
+        assert out and inbound, f"{a} -> {b}"
+    # only the driver reaches the API server
+    api = {(a["cidr"], port) for a in values["apiServer"] for port in a["ports"]}
+
+    def reaches_api(role: str) -> bool:
+        return any(
+            (peer.get("ipBlock", {}).get("cidr"), port["port"]) in api
+            for r in allowed(policies, "egress", pods[role])
+            for peer in r.get("to") or []
+            for port in r.get("ports") or []
+        )
+
+    assert reaches_api("driver")
+    assert not [role for role in pods if role != "driver" and reaches_api(role)]
+
+
+def test_network_policy_needs_brokers_and_the_api_server(tmp_path: Path) -> None:
+    with pytest.raises(helm.HelmError, match="networkPolicy"):
+        render_values(tmp_path, {"networkPolicy": {"enabled": True}})
+    brokers = {"enabled": True, "kafka": [{"cidr": "10.0.0.0/8", "ports": [9092]}]}
+    assert render_values(tmp_path, {"networkPolicy": brokers})
+    with pytest.raises(helm.HelmError, match="apiServer"):
+        render_values(tmp_path, {**OPERATOR, "networkPolicy": brokers})
+
+
+def service_accounts(docs: list[dict[str, Any]]) -> dict[str, tuple[str | None, bool | None]]:
+    """role: (service account, automountServiceAccountToken) of every pod."""
+    out = {}
+    for role, pod in workloads(docs).items():
+        if role in ("driver", "executor"):
+            template = (pod.get("template") or {}).get("spec") or {}
+            out[role] = (pod.get("serviceAccount"), template.get("automountServiceAccountToken"))
+        else:
+            out[role] = (pod.get("serviceAccountName"), pod.get("automountServiceAccountToken"))
+    return out
+
+
+@pytest.mark.parametrize("operator", [False, True], ids=["local", "spark-operator"])
+def test_pods_run_as_a_dedicated_service_account_without_token(
+    operator: bool, tmp_path: Path
+) -> None:
+    docs = render_values(tmp_path, OPERATOR if operator else {})
+    [sa] = [d for d in docs if d["kind"] == "ServiceAccount"]
+    assert sa["metadata"]["name"] == "nines"
+    assert sa["automountServiceAccountToken"] is False
+    accounts = service_accounts(docs)
+    for role, (name, automount) in accounts.items():
+        if role == "driver":
+            # the driver creates its executors through the API: its own account, token mounted
+            assert name == "spark" and automount is None
+        else:
+            assert (name, automount) == ("nines", False), role
+    assert ("driver" in accounts) == operator
+
+
+def test_an_existing_service_account(tmp_path: Path) -> None:
+    docs = render_values(
+        tmp_path, {**OPERATOR, "serviceAccount": {"create": False, "name": "monitoring-sa"}}
+    )
+    assert not [d for d in docs if d["kind"] == "ServiceAccount"]
+    accounts = service_accounts(docs)
+    assert {r: a for r, a in accounts.items() if r != "driver"} == {
+        "probe-prod": ("monitoring-sa", False),
+        "executor": ("monitoring-sa", False),
+    }
+
+
+@pytest.mark.parametrize("operator", [False, True], ids=["local", "spark-operator"])
+def test_scheduling_constraints_reach_every_pod(operator: bool, tmp_path: Path) -> None:
+    docs = render_values(tmp_path, {**(OPERATOR if operator else {}), **SCHEDULING})
+    pods = workloads(docs)
+    expected = {"probe-prod", "driver", "executor"} if operator else {"probe-prod", "stream"}
+    assert set(pods) == expected
+    for role, pod in pods.items():
+        for field, value in SCHEDULING.items():
+            assert pod.get(field) == value, (role, field)
+
+
+def mounts(container: dict[str, Any], volumes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """mount path: volume, of a container (or a SparkApplication role spec)."""
+    by_name = {v["name"]: v for v in volumes}
+    return {m["mountPath"]: by_name[m["name"]] for m in container.get("volumeMounts") or []}
+
+
+def test_tls_mounts_the_secret_and_sets_librdkafka(tmp_path: Path) -> None:
+    values = values_of(SASL_SPARK_OPERATOR)
+    docs = render(SASL_SPARK_OPERATOR)
+    app = spark_app(docs)
+    [probe] = [d for d in docs if d["kind"] == "Deployment"]
+    pod = probe["spec"]["template"]["spec"]
+    [probe_cm] = [d for d in docs if "probe.yaml" in d.get("data", {})]
+    probe_kafka = yaml.safe_load(probe_cm["data"]["probe.yaml"])["probe"]["kafka"]
+    cases = [
+        ("probe", pod["containers"][0], pod["volumes"], probe_kafka, values["probes"][0]["tls"]),
+        (
+            "driver",
+            app["driver"],
+            app["volumes"],
+            stream_config(docs)["kafka"],
+            values["stream"]["tls"],
+        ),
+        (
+            "executor",
+            app["executor"],
+            app["volumes"],
+            stream_config(docs)["kafka"],
+            values["stream"]["tls"],
+        ),
+    ]
+    for role, container, volumes, kafka, tls in cases:
+        volume = mounts(container, volumes).get("/etc/nines/tls")
+        assert volume and volume["secret"]["secretName"] == tls["secretName"], role
+        # SASL settings and TLS: SASL_SSL
+        assert kafka["security.protocol"] == "SASL_SSL", role
+        assert kafka["ssl.ca.location"] == f"/etc/nines/tls/{tls['ca']}"
+        assert kafka["ssl.certificate.location"] == f"/etc/nines/tls/{tls['cert']}"
+        assert kafka["ssl.key.location"] == f"/etc/nines/tls/{tls['key']}"
+    # TLS without SASL: SSL, in local mode too; server authentication only
+    docs = render_values(tmp_path, {"stream": {"bootstrap": "k:9093", "tls": {"secretName": "ca"}}})
+    kafka = stream_config(docs)["kafka"]
+    assert kafka == {"security.protocol": "SSL", "ssl.ca.location": "/etc/nines/tls/ca.crt"}
+    pod = workloads(docs)["stream"]
+    assert mounts(pod["containers"][0], pod["volumes"])["/etc/nines/tls"]["secret"] == {
+        "secretName": "ca"
+    }
+    # a probe's tls has the same defaults as stream.tls (ca: ca.crt)
+    probe = {"cluster": "a", "bootstrap": "k:9093", "tls": {"secretName": "ca"}}
+    [cm] = [
+        d for d in render_values(tmp_path, {"probes": [probe]}) if "probe.yaml" in d.get("data", {})
+    ]
+    assert yaml.safe_load(cm["data"]["probe.yaml"])["probe"]["kafka"] == kafka
+    # without TLS nothing is mounted or set
+    docs = render(CHART / "ci" / "default-values.yaml")
+    assert stream_config(docs)["kafka"] == {}
+    for role, pod in workloads(docs).items():
+        assert "/etc/nines/tls" not in mounts(pod["containers"][0], pod["volumes"]), role
+
+
+def test_tls_rejects_a_plaintext_protocol(tmp_path: Path) -> None:
+    stream = {"bootstrap": "k:9093", "tls": {"secretName": "ca"}}
+    with pytest.raises(helm.HelmError, match=r"security\.protocol SASL_PLAINTEXT does not use TLS"):
+        render_values(
+            tmp_path, {"stream": {**stream, "kafka": {"security.protocol": "SASL_PLAINTEXT"}}}
+        )
+
+
+def test_pod_disruption_budget_does_not_block_drains(tmp_path: Path) -> None:
+    assert not [
+        d
+        for d in render(CHART / "ci" / "default-values.yaml")
+        if d["kind"] == "PodDisruptionBudget"
+    ]
+    docs = render_values(tmp_path, {"podDisruptionBudget": {"enabled": True}})
+    [pdb] = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    kubernetes_validate.validate(pdb, K8S_VERSION, strict=True)
+    [stream] = [
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "nines-stream"
+    ]
+    assert label_match(pdb["spec"]["selector"], stream["spec"]["template"]["metadata"]["labels"])
+    # one pod: the budget must allow evicting it
+    assert stream["spec"]["replicas"] == 1 and pdb["spec"]["maxUnavailable"] >= 1
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.stem)
+def test_every_empty_dir_has_a_size_limit(scenario: Path) -> None:
+    docs = render(scenario)
+    volumes = [
+        v
+        for d in docs
+        if d["kind"] == "Deployment"
+        for v in d["spec"]["template"]["spec"]["volumes"]
+    ]
+    conf: dict[str, str] = {}
+    for d in docs:
+        if d["kind"] == "SparkApplication":
+            volumes += d["spec"]["volumes"]
+            conf = d["spec"]["sparkConf"]
+            # Spark adds its own scratch emptyDir unless a spark-local-dir-* volume is given
+            for role in ("driver", "executor"):
+                key = f"spark.kubernetes.{role}.volumes.emptyDir.spark-local-dir-1"
+                assert conf[f"{key}.mount.path"] and conf[f"{key}.options.sizeLimit"], role
+    empty = [v for v in volumes if "emptyDir" in v]
+    assert empty
+    for v in empty:
+        assert v["emptyDir"].get("sizeLimit"), v["name"]
