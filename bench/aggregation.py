@@ -3,7 +3,7 @@
 The echoes are generated once (vectorised, seeded) as the Kafka source's parsed rows and written
 to an Arrow file; the real ``StreamJob`` (event time, HDR bucket expression, one stateful
 aggregation for every resolution and kind, foreachBatch to histograms and the exporter) replays
-them through ``streaming.replay`` in one fresh process per master, one fixed slice per
+them through ``bench.replay`` in one fresh process per master, one fixed slice per
 micro-batch. The first batch (code generation, Python workers) is reported apart. Every echo must
 come out of the closed windows: the run fails otherwise. The baseline is the pure-Python
 ``hdrh`` record loop on the same values, timed in the same run.
@@ -102,9 +102,9 @@ def hdrh_seconds(table: pa.Table, limit: int) -> tuple[float, int]:
 
 def run_worker(path: str, master: str, rows_per_batch: int, expected: int) -> dict[str, Any]:
     """In this process: replay the file through a ``StreamJob`` on ``master``; timings as JSON."""
+    from bench.replay import ReplayDataSource
     from streaming.config import StreamConfig
     from streaming.job import StreamJob, spark_session
-    from streaming.replay import ReplayDataSource
 
     cores = int(master.removeprefix("local[").removesuffix("]"))
     config = StreamConfig.model_validate(
@@ -169,7 +169,7 @@ def run_worker(path: str, master: str, rows_per_batch: int, expected: int) -> di
 
 def run_aggregation(quick: bool = False) -> dict[str, Any]:
     """Generate, replay on local[1] and local[2] in fresh processes, write ``aggregation.json``."""
-    from streaming.replay import write_replay_file
+    from bench.replay import write_replay_file
 
     batches, rows_per_batch = (4, 300_000) if quick else (6, 1_000_000)
     n = batches * rows_per_batch

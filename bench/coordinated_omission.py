@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from bench.machine import write_result
-from monitor.core.hdr import rank_for_quantile
+from core.hdr import rank_for_quantile
 
 #: Quantiles in the CTRL+Z table (``1.0`` is the max).
 CO_QUANTILES = (0.5, 0.9, 0.99, 0.999, 0.9999, 1.0)
@@ -249,7 +249,7 @@ def _read_echo_latencies(
     """End-to-end latencies (µs, lost = timeout) of one probe's echo records on the echo topic."""
     from confluent_kafka import Consumer, KafkaError
 
-    from monitor.core.echo import Echo, decode_record
+    from core.echo import Echo, decode_record
 
     c = Consumer(
         {
@@ -295,7 +295,7 @@ def _stall(broker: Any, scenario: Scenario, t0: float) -> float:
 
 def run_co(quick: bool = False, scenario: Scenario | None = None) -> dict[str, Any]:
     """Run the CTRL+Z scenario against a real embedded broker and write ``co.json``."""
-    from monitor.broker import EmbeddedBroker
+    from testbroker import EmbeddedBroker
 
     sc = scenario or (QUICK if quick else Scenario())
     probe_topic, echo_topic, naive_topic = "bench.probe", "bench.echoes", "bench.naive"
@@ -326,7 +326,7 @@ def run_co(quick: bool = False, scenario: Scenario | None = None) -> dict[str, A
             f"process is SIGSTOPped at {sc.stall_at_s:g} s for {stall_s:.2f} s, then SIGCONTed. "
             "Open-loop latencies are measured from the intended send time (nines' probe: the "
             "end-to-end latency of its echo records, decoded with "
-            "`monitor.core.echo.decode_record`); closed-loop latencies are the prober's own "
+            "`core.echo.decode_record`); closed-loop latencies are the prober's own "
             "samples."
         ),
         "scenario": sc.__dict__,

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bench.promql import DEFAULT_BUCKETS_S, cumulative_buckets, histogram_quantile
-from monitor.core.hdr import HdrLayout, SparseHistogram, rank_for_quantile
+from core.hdr import HdrLayout, SparseHistogram, rank_for_quantile
 
 #: Quantiles the accuracy study scores; ``1.0`` stands for the max.
 STUDY_QUANTILES: Final = (0.99, 0.999, 0.9999, 0.99999, 0.999999, 1.0)

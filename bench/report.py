@@ -132,7 +132,7 @@ def accuracy_section(acc: Json, img_rel: str | None) -> str:
         "quantile over all samples. Each cell is the method's reading and its signed relative "
         "error. Methods:\n",
         "- **nines**: one HDR histogram (3 significant digits) per window, merged by adding "
-        "bucket counts; quantile read from the merge (`monitor.core.hdr`).",
+        "bucket counts; quantile read from the merge (`core.hdr`).",
         "- **average of per-window percentiles**: the exact percentile of each window, averaged "
         "(what a dashboard's `avg` over time or over partitions shows); for the max, the average "
         "of the window maxes.",

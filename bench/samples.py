@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from monitor.core.hdr import rank_for_quantile
+from core.hdr import rank_for_quantile
 
 #: Reported besides the max, by the names the result files use.
 QUANTILES = {"p50": 0.5, "p99": 0.99, "p999": 0.999}

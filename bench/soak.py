@@ -34,7 +34,7 @@ import numpy as np
 from bench.machine import RESULTS_DIR, machine_facts
 from bench.procstat import cpu_s, rss_mib
 from bench.samples import quantiles
-from monitor.core.echo import BadEcho, Hiccup, decode_record
+from core.echo import BadEcho, Hiccup, decode_record
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = RESULTS_DIR / "soak.json"
@@ -85,7 +85,7 @@ def soak(hours: float, rate: float, size: int, interval_s: float) -> dict[str, A
     """Run the soak; return (and keep writing) the result."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    from monitor.broker import EmbeddedBroker
+    from testbroker import EmbeddedBroker
 
     duration_s = hours * 3600
     partitions = 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from monitor.config import ConfigError
+from core.config import ConfigError
 
 EXPORT_EXAMPLES = """examples:
   nines dashboards export                      # writes dashboards/json/*.json

@@ -1,6 +1,6 @@
 """nines: a live latency monitor for message brokers.
 
-This package holds the CLI, configuration, exporter, alerts and demo; ``monitor.core`` is the
+This package holds the CLI, configuration, exporter, alerts and demo; ``core`` is the
 shared pure core (echo schema, HDR bucket math, units) that every other package builds on.
 """
 

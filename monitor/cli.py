@@ -11,12 +11,12 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from core.config import ConfigError
 from monitor import __version__
-from monitor.config import ConfigError
 
 #: Modules that register subcommands, in the order they appear in ``nines --help``.
 COMMAND_MODULES = (
-    "monitor.broker.cli",
+    "testbroker.cli",
     "probes.cli",
     "streaming.cli",
     "monitor.demo",

@@ -20,13 +20,13 @@ from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from monitor.alerts.sla import SlaConfig, load_sla
-from monitor.config import ConfigError, build
-from monitor.core.hdr import min_samples_for, quantile_label
-from monitor.core.units import format_duration, parse_duration_s
+from core.config import ConfigError, build
+from core.hdr import min_samples_for, quantile_label
+from core.sla import SlaConfig, load_sla
+from core.units import format_duration, parse_duration_s
 
 if TYPE_CHECKING:
-    from monitor.core.windows import WindowHistogram
+    from core.windows import WindowHistogram
     from streaming.config import StreamConfig
 
 EXAMPLES = """examples:
@@ -229,8 +229,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_pipeline(args: argparse.Namespace, opts: DemoOptions, workdir: Path) -> int:
-    from monitor.broker import EmbeddedBroker
     from streaming import StreamJob
+    from testbroker import EmbeddedBroker
 
     stop = _StopFlag()
     out = _Output(plain=args.plain or not sys.stdout.isatty())

@@ -22,16 +22,14 @@ from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.utils import floatToGoString
 
-from monitor.core.echo import BAD_REASONS
-from monitor.core.hdr import REPORTED_QUANTILES, min_samples_for, quantile_label
-from monitor.core.units import parse_duration_s
-from monitor.core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram
+from core.echo import BAD_REASONS
+from core.hdr import REPORTED_QUANTILES, min_samples_for, quantile_label
+from core.sla import BUCKET_BOUNDARIES_S
+from core.units import parse_duration_s
+from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram
 
-#: ``le`` boundaries (seconds) of ``nines_latency_histogram_seconds``: 1-2.5-5 steps, 100 µs to 1 h.
-DEFAULT_LE: tuple[float, ...] = (
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-    1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 3600.0,
-)  # fmt: skip
+#: ``le`` boundaries (seconds) of ``nines_latency_histogram_seconds`` (the SLA's layout).
+DEFAULT_LE: tuple[float, ...] = BUCKET_BOUNDARIES_S
 
 
 _SERIES_LABELS = ["cluster", "topic", "partition", "kind"]

@@ -15,10 +15,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from monitor.config import ConfigError
-from monitor.core.hdr import SparseHistogram
-from monitor.core.units import parse_duration_s
-from monitor.core.windows import ALL_PARTITIONS, WindowHistogram, merge_all
+from core.config import ConfigError
+from core.hdr import SparseHistogram
+from core.units import parse_duration_s
+from core.windows import ALL_PARTITIONS, WindowHistogram, merge_all
 
 #: Percentiles on the x axis: 0 % then 90 %, 99 % … 99.9999 % (1/(1-p) log scale).
 CURVE_PERCENTILES: tuple[float, ...] = tuple(
@@ -306,7 +306,7 @@ def run_slo(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from monitor.alerts.sla import load_sla
+    from core.sla import load_sla
     from streaming.archive import read_windows
 
     sla = load_sla(args.sla)

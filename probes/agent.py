@@ -15,8 +15,8 @@ import threading
 import time
 from typing import Any
 
-from monitor.config import ConfigError
-from monitor.core.echo import Echo, Hiccup, encode_record
+from core.config import ConfigError
+from core.echo import Echo, Hiccup, encode_record
 from probes.clock import ProbeClock
 from probes.config import MAX_TOTAL_RATE, ProbeConfig
 from probes.hiccup import HiccupMeter

@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     """Validate the configuration and probe."""
-    from monitor.config import ConfigError, build, load_yaml, section
+    from core.config import ConfigError, build, load_yaml, section
     from probes.agent import run_probe
     from probes.config import ProbeConfig
 

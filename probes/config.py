@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from monitor.config import StageConfig, resolve_secrets
-from monitor.core.units import parse_duration_s, parse_rate, parse_size_bytes
+from core.config import StageConfig, resolve_secrets
+from core.units import parse_duration_s, parse_rate, parse_size_bytes
 
 #: Bytes of the probe header inside every payload (see probes.payload).
 HEADER_BYTES = 64

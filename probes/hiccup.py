@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from monitor.core.echo import Hiccup
+from core.echo import Hiccup
 from probes.clock import ProbeClock
 from probes.threads import name_os_thread
 

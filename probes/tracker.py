@@ -15,7 +15,7 @@ from array import array
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
-from monitor.core.echo import Echo
+from core.echo import Echo
 
 #: A lost message is remembered until this many loss timeouts after its intended time, i.e. for
 #: ``LOST_MEMORY_TIMEOUTS - 1`` loss timeouts after it was declared lost.

@@ -14,8 +14,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from monitor.core.hdr import HdrLayout, SparseHistogram
-from monitor.core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram
+from core.hdr import HdrLayout, SparseHistogram
+from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram
 
 SCHEMA = pa.schema(
     [

@@ -63,7 +63,7 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
     """
     from confluent_kafka import Consumer, KafkaError, KafkaException
 
-    from monitor.config import ConfigError, resolve_secrets
+    from core.config import ConfigError, resolve_secrets
 
     quiet = logging.getLogger("nines.stream.preflight")
     if not quiet.handlers:
@@ -102,7 +102,7 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
 
 def run(args: argparse.Namespace) -> int:
     """Validate the configuration, check the cluster, and run the job."""
-    from monitor.config import ConfigError, build, load_yaml, section
+    from core.config import ConfigError, build, load_yaml, section
     from streaming.config import StreamConfig
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")

@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from monitor.config import StageConfig
-from monitor.core.units import format_duration, parse_duration_s
+from core.config import StageConfig
+from core.units import format_duration, parse_duration_s
 
 
 class StreamConfig(StageConfig):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from monitor.core.windows import SeriesKey
+from core.windows import SeriesKey
 
 TopicKey = tuple[str, str, str]  # cluster, topic, partition
 

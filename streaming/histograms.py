@@ -1,7 +1,7 @@
 """HDR histograms as Spark state: bucket indices as native column expressions, merged by summing.
 
 The bucket index is computed by Spark itself (no Python UDF) and agrees bit for bit with
-``monitor.core.hdr.HdrLayout.index_of``. Every (resolution, window, series, kind, bucket) is a
+``core.hdr.HdrLayout.index_of``. Every (resolution, window, series, kind, bucket) is a
 group of Spark's stateful aggregation; merging histograms is adding their counts, so all
 resolutions are kept at once and each closed window is emitted exactly once.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from monitor.core.hdr import HdrLayout
+from core.hdr import HdrLayout
 
 #: Kinds of the counted-not-measured rows (late, bad by reason, vanished offsets).
 STAT_PREFIX = "stat:"

@@ -19,9 +19,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from monitor.config import resolve_secrets
-from monitor.core.hdr import HdrLayout, SparseHistogram
-from monitor.core.windows import SeriesKey, WindowHistogram, with_topic_rollups
+from core.config import resolve_secrets
+from core.hdr import HdrLayout, SparseHistogram
+from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
 from monitor.exporter import LatencyExporter, MetricsServer
 from streaming.config import StreamConfig
 from streaming.counters import StreamCounters

@@ -1,7 +1,7 @@
 """Parse and validate echo records, vectorised with pyarrow; exact reasons from the reference.
 
 The fast path parses a whole batch natively and accepts only rows that pass every schema-v1
-check; any row it does not accept is re-checked by ``monitor.core.echo.decode_record``, so the
+check; any row it does not accept is re-checked by ``core.echo.decode_record``, so the
 reason a bad record is counted under is always the reference parser's.
 """
 
@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from monitor.core.echo import (
+from core.echo import (
     MAX_EPOCH_US,
     MIN_EPOCH_US,
     SCHEMA_VERSION,

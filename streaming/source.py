@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from monitor.config import resolve_secrets
+from core.config import resolve_secrets
 from streaming.parse import PARSED_SCHEMA, parse_values
 
 #: Row types the source emits: parsed echoes and hiccups, plus counted-not-measured rows.

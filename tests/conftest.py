@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
-from monitor.broker import EmbeddedBroker
-from monitor.broker.testing import (
+from kafka_cluster import (
     Cluster,
     ExternalCluster,
     cluster_from_env,
@@ -21,6 +19,8 @@ from monitor.broker.testing import (
     unique_topic,
     wait_for,
 )
+
+from testbroker import EmbeddedBroker
 
 __all__ = ["consumer", "producer", "unique_topic", "wait_for"]
 

@@ -1,7 +1,7 @@
 """Alerts: an SLA file in, Prometheus recording and alerting rules out (``nines alerts``)."""
 
+from core.sla import Objective, SlaConfig, load_sla, parse_sla
 from monitor.alerts.rules import render_prometheus_rule, render_rules
-from monitor.alerts.sla import Objective, SlaConfig, load_sla, parse_sla
 
 __all__ = [
     "Objective",

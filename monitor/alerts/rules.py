@@ -11,9 +11,9 @@ from typing import Any
 
 from prometheus_client.utils import floatToGoString
 
-from monitor.alerts.sla import Objective, SlaConfig
-from monitor.core.hdr import quantile_label
-from monitor.core.units import format_duration
+from core.hdr import quantile_label
+from core.sla import Objective, SlaConfig
+from core.units import format_duration
 
 #: Error-budget share consumed within the long window, (long, short) window, severity: the SRE
 #: workbook's multi-window, multi-burn-rate table (2 % in 1h, 5 % in 6h pages; 10 % in 3d tickets).

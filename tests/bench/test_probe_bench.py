@@ -44,12 +44,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from kafka_cluster import consumer
 
 from bench.procstat import cpu_s, cpu_s_by_thread, rss_mib
 from bench.samples import quantiles
-from monitor.broker import EmbeddedBroker
-from monitor.broker.testing import consumer
-from monitor.core.echo import BadEcho, Hiccup, decode_record
+from core.echo import BadEcho, Hiccup, decode_record
+from testbroker import EmbeddedBroker
 
 pytestmark = pytest.mark.bench
 

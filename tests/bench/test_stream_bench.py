@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from kafka_cluster import producer, unique_topic, wait_for
 
-from monitor.broker.testing import producer, unique_topic, wait_for
-from monitor.core.echo import Echo, decode_record, encode_record
+from core.echo import Echo, decode_record, encode_record
 from streaming.config import StreamConfig
 from streaming.parse import parse_values
 

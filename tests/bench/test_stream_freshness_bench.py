@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from kafka_cluster import producer, unique_topic, wait_for
 
-from monitor.broker.testing import producer, unique_topic, wait_for
-from monitor.core.echo import Echo, encode_record
+from core.echo import Echo, encode_record
 from streaming.config import StreamConfig
 
 pytestmark = pytest.mark.bench

@@ -23,10 +23,10 @@ from e2e_servers import (
     require_prometheus,
     wait_until,
 )
+from kafka_cluster import producer
 
-from monitor.broker import EmbeddedBroker
-from monitor.broker.testing import producer
-from monitor.core.echo import Echo, encode_record
+from core.echo import Echo, encode_record
+from testbroker import EmbeddedBroker
 
 pytestmark = pytest.mark.slow
 

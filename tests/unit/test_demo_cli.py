@@ -101,15 +101,15 @@ def test_good_flags_pass_validation(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _window(res: str, partition: str, values_us: list[int], kind: str = "e2e") -> object:
-    from monitor.core.hdr import HdrLayout, SparseHistogram
-    from monitor.core.windows import SeriesKey, WindowHistogram
+    from core.hdr import HdrLayout, SparseHistogram
+    from core.windows import SeriesKey, WindowHistogram
 
     hist = SparseHistogram.from_values(HdrLayout(), values_us)
     return WindowHistogram(res, 0, 60_000_000, SeriesKey("c", "t", partition, kind), hist)
 
 
 def test_sla_status_judges_the_worst_series_of_the_example_sla() -> None:
-    from monitor.alerts.sla import load_sla
+    from core.sla import load_sla
     from monitor.demo import DEFAULT_SLA, sla_status
 
     sla = load_sla(DEFAULT_SLA)  # e2e p99.9 <= 100ms per 1m, e2e max <= 2s per 10s
@@ -141,7 +141,7 @@ def test_sla_status_judges_the_worst_series_of_the_example_sla() -> None:
 
 
 def test_sla_status_does_not_judge_a_quantile_from_too_few_samples() -> None:
-    from monitor.alerts.sla import load_sla
+    from core.sla import load_sla
     from monitor.demo import DEFAULT_SLA, sla_status
 
     rows = {
@@ -161,7 +161,7 @@ def test_demo_writes_the_sla_rules_for_prometheus(tmp_path: object) -> None:
 
     import yaml
 
-    from monitor.alerts.sla import load_sla
+    from core.sla import load_sla
     from monitor.demo import DEFAULT_SLA, _write_rules
 
     path = _write_rules(load_sla(DEFAULT_SLA), Path(str(tmp_path)))

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from kafka_cluster import producer
 
-from monitor.broker import EmbeddedBroker
-from monitor.broker.control import ControlError, ReadyInfo
-from monitor.broker.testing import producer
+from testbroker import EmbeddedBroker
+from testbroker.control import ControlError, ReadyInfo
 
 
 def nines(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:

@@ -7,9 +7,9 @@ import threading
 import time
 
 from confluent_kafka import KafkaError, Message, Producer, TopicPartition
+from kafka_cluster import consumer, producer, wait_for
 
-from monitor.broker import EmbeddedBroker
-from monitor.broker.testing import consumer, producer, wait_for
+from testbroker import EmbeddedBroker
 
 PROBE = "nines.probe"  # partition p is led by broker p+1
 

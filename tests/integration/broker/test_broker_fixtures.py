@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import TopicPartition
-
-from monitor.broker import EmbeddedBroker
-from monitor.broker.testing import (
+from kafka_cluster import (
     Cluster,
     ExternalCluster,
     FaultInjectionUnavailable,
@@ -16,6 +14,8 @@ from monitor.broker.testing import (
     unique_topic,
     wait_for,
 )
+
+from testbroker import EmbeddedBroker
 
 
 def test_unique_topics_on_the_session_cluster_are_separate(broker: Cluster, topic: str) -> None:

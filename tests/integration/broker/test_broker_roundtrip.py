@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from kafka_cluster import consumer, producer
 
-from monitor.broker import EmbeddedBroker
-from monitor.broker.testing import consumer, producer
+from testbroker import EmbeddedBroker
 
 N_MESSAGES = 50_000
 

@@ -16,14 +16,14 @@ import uuid
 from pathlib import Path
 
 import numpy as np
+from kafka_cluster import Cluster, consumer
 
-from monitor.broker import EmbeddedBroker
-from monitor.broker.testing import Cluster, consumer
-from monitor.core.echo import Echo, Hiccup, decode_record
+from core.echo import Echo, Hiccup, decode_record
 from probes import ProbeAgent, ProbeConfig
 from probes.clock import ProbeClock
 from probes.naive import NaiveProber
 from probes.schedule import Schedule
+from testbroker import EmbeddedBroker
 
 RATE = 100  # per partition per second
 ROOT = Path(__file__).resolve().parents[3]

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from monitor.core.hdr import HdrLayout
+from core.hdr import HdrLayout
 from streaming.histograms import bucket_index
 
 layouts = st.builds(

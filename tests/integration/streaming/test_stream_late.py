@@ -12,10 +12,10 @@ import time
 from typing import Any
 
 import numpy as np
+from kafka_cluster import producer, unique_topic
 
-from monitor.broker.testing import producer, unique_topic
-from monitor.core.echo import Echo, Hiccup, encode_record
-from monitor.core.windows import WindowHistogram, merge_all
+from core.echo import Echo, Hiccup, encode_record
+from core.windows import WindowHistogram, merge_all
 from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
 from streaming.job import StreamJob

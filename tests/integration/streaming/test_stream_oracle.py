@@ -8,12 +8,12 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+from kafka_cluster import producer, unique_topic
 from pyspark.sql import functions as F
 
-from monitor.broker.testing import producer, unique_topic
-from monitor.core.echo import Echo, Hiccup, encode_record
-from monitor.core.hdr import HdrLayout, SparseHistogram, rank_for_quantile
-from monitor.core.windows import WindowHistogram
+from core.echo import Echo, Hiccup, encode_record
+from core.hdr import HdrLayout, SparseHistogram, rank_for_quantile
+from core.windows import WindowHistogram
 from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
 from streaming.histograms import bucket_index

@@ -10,8 +10,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from monitor.broker.testing import producer, unique_topic
-from monitor.core.echo import Echo, encode_record
+from kafka_cluster import producer, unique_topic
+
+from core.echo import Echo, encode_record
 from streaming.archive import read_windows
 
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from kafka_cluster import producer, unique_topic
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from monitor.broker.testing import producer, unique_topic
-from monitor.core.echo import Echo, encode_record
+from core.echo import Echo, encode_record
 from streaming.source import KafkaEchoReader, KafkaRange, KafkaSlice, batch_watermark_us, slices
 
 T0 = 1_800_000_000_000_000 - 1_800_000_000_000_000 % 60_000_000

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from alerts_helpers import EXAMPLE_SLA, PROMTOOL, RunTests
 
-from monitor.alerts.sla import SlaConfig, load_sla
+from core.sla import SlaConfig, load_sla
 
 
 @pytest.fixture(scope="session")

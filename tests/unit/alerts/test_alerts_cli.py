@@ -10,8 +10,8 @@ import pytest
 import yaml
 from alerts_helpers import EXAMPLE_SLA, ROOT
 
+from core.sla import BUCKET_BOUNDARIES_S, load_sla
 from monitor.alerts.rules import render_prometheus_rule, render_rules
-from monitor.alerts.sla import BUCKET_BOUNDARIES_S, load_sla
 from monitor.cli import main
 
 

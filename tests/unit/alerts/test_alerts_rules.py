@@ -10,8 +10,8 @@ import pytest
 import yaml
 from alerts_helpers import RunTests, expected, series
 
+from core.sla import SlaConfig, parse_sla
 from monitor.alerts.rules import render_prometheus_rule, render_rules
-from monitor.alerts.sla import SlaConfig, parse_sla
 
 C1 = {"cluster": "c1", "topic": "t1"}
 C2 = {"cluster": "c2", "topic": "t1"}

@@ -8,8 +8,8 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
-from monitor.core.hdr import HdrLayout, SparseHistogram
-from monitor.core.windows import SeriesKey, WindowHistogram, with_topic_rollups
+from core.hdr import HdrLayout, SparseHistogram
+from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
 from streaming.archive import export_hlog, read_windows, write_windows
 
 LAYOUT = HdrLayout()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.broker.config import BrokerConfig, parse_topic
-from monitor.config import ConfigError, build
+from core.config import ConfigError, build
+from testbroker.config import BrokerConfig, parse_topic
 
 
 def test_defaults_one_probe_partition_per_broker() -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from monitor.broker.control import ReadyInfo, write_ready
-from monitor.broker.mock import MockCluster, MockError, version
-from monitor.broker.server import Controller, create_topic
+from testbroker.control import ReadyInfo, write_ready
+from testbroker.mock import MockCluster, MockError, version
+from testbroker.server import Controller, create_topic
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from monitor.core.echo import BadEcho, Echo, Hiccup, decode_record, encode_record
-from monitor.core.units import format_duration, parse_duration_s, parse_rate, parse_size_bytes
+from core.echo import BadEcho, Echo, Hiccup, decode_record, encode_record
+from core.units import format_duration, parse_duration_s, parse_rate, parse_size_bytes
 
 T0 = 1_795_000_000_000_000
 

@@ -10,7 +10,7 @@ from hdrh.histogram import HdrHistogram
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.core.hdr import HdrLayout, SparseHistogram, min_samples_for, rank_for_quantile
+from core.hdr import HdrLayout, SparseHistogram, min_samples_for, rank_for_quantile
 
 HIGHEST = 3_600_000_000
 values_st = st.lists(st.integers(min_value=0, max_value=HIGHEST), min_size=1, max_size=300)

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.core.hdr import REPORTED_QUANTILES, HdrLayout, SparseHistogram, rank_for_quantile
+from core.hdr import REPORTED_QUANTILES, HdrLayout, SparseHistogram, rank_for_quantile
 from monitor.exporter import DEFAULT_LE
 
 LAYOUT = HdrLayout(1, 60_000_000, 3)  # small highest value: overflow samples occur too

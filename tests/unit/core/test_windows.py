@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from monitor.core.hdr import HdrLayout, SparseHistogram
-from monitor.core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram, with_topic_rollups
+from core.hdr import HdrLayout, SparseHistogram
+from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram, with_topic_rollups
 
 
 def test_rollup_is_the_merge_of_partitions() -> None:

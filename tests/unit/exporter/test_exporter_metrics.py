@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.core.hdr import HdrLayout, SparseHistogram
-from monitor.core.windows import SeriesKey, WindowHistogram, with_topic_rollups
+from core.hdr import HdrLayout, SparseHistogram
+from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
 from monitor.exporter import DEFAULT_LE, LatencyExporter, quantile_table
 
 LAYOUT = HdrLayout()
@@ -175,7 +175,7 @@ def test_exposition_is_what_prometheus_client_would_write() -> None:
     from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
     from prometheus_client.utils import floatToGoString
 
-    from monitor.core.hdr import REPORTED_QUANTILES, min_samples_for
+    from core.hdr import REPORTED_QUANTILES, min_samples_for
 
     rng = np.random.default_rng(11)
     windows = [

@@ -107,7 +107,7 @@ def test_sasl_secrets_come_from_secret_refs() -> None:
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.stem)
 def test_config_maps_hold_valid_nines_config(scenario: Path) -> None:
-    from monitor.config import build
+    from core.config import build
     from probes.config import ProbeConfig
     from streaming.config import StreamConfig
 

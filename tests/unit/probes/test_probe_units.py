@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.config import ConfigError, build
+from core.config import ConfigError, build
 from probes.config import MAX_SIZE_BYTES, ProbeConfig
 from probes.payload import decode, encode, probe_hash
 from probes.schedule import Schedule

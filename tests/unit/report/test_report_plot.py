@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from monitor.core.hdr import HdrLayout, SparseHistogram
-from monitor.core.windows import SeriesKey, WindowHistogram
+from core.hdr import HdrLayout, SparseHistogram
+from core.windows import SeriesKey, WindowHistogram
 from monitor.report import percentile_curve
 from streaming.archive import write_windows
 

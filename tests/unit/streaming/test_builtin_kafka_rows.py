@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from monitor.core.echo import Echo, encode_record
+from core.echo import Echo, encode_record
 from streaming.job import builtin_kafka_rows
 from streaming.source import SOURCE_SCHEMA
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import numpy as np
 import pyarrow as pa
 
-from monitor.core.hdr import HdrLayout, SparseHistogram
-from monitor.core.windows import merge_all, with_topic_rollups
+from core.hdr import HdrLayout, SparseHistogram
+from core.windows import merge_all, with_topic_rollups
 from streaming.job import closed_windows
 
 LAYOUT = HdrLayout()

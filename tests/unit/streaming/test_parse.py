@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monitor.core.echo import (
+from core.echo import (
     MAX_EPOCH_US,
     MIN_EPOCH_US,
     BadEcho,

@@ -8,8 +8,8 @@ import types
 from pathlib import Path
 
 import pytest
+from kafka_cluster import Cluster, unique_topic
 
-from monitor.broker.testing import Cluster, unique_topic
 from monitor.cli import main
 
 

@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.core.echo import BadEcho, Echo, Hiccup, decode_record, encode_record
+from core.echo import BadEcho, Echo, Hiccup, decode_record, encode_record
 from streaming.config import StreamConfig
 from streaming.parse import parse_values
 
@@ -92,7 +92,7 @@ def test_stream_config_validation() -> None:
     assert cfg.windows == ("10s", "1m", "1h") and cfg.finest_us == 10_000_000
     import pytest
 
-    from monitor.config import ConfigError, build
+    from core.config import ConfigError, build
 
     for values, field in (
         ({"windows": "10s,15s"}, "stream.windows"),

@@ -1,6 +1,6 @@
 """Helpers for tests, the demo and benchmarks: Kafka clients and topics on any nines cluster.
 
-A cluster is either an :class:`~monitor.broker.EmbeddedBroker` (faults available) or an
+A cluster is either an :class:`~testbroker.EmbeddedBroker` (faults available) or an
 :class:`ExternalCluster` named by ``NINES_BOOTSTRAP`` (real Kafka; faults raise).
 """
 

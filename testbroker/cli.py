@@ -101,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
     """Validate config, then serve the cluster until signalled."""
     from pathlib import Path
 
-    from monitor.broker.config import BrokerConfig
-    from monitor.config import build, load_yaml, section
+    from core.config import build, load_yaml, section
+    from testbroker.config import BrokerConfig
 
     values = section(load_yaml(args.config), "broker")
     overrides = {
@@ -112,14 +112,14 @@ def run(args: argparse.Namespace) -> int:
     }
     cfg = build(BrokerConfig, values, overrides, prefix="broker")
 
-    from monitor.broker.server import run_until_signalled
+    from testbroker.server import run_until_signalled
 
     return run_until_signalled(cfg, Path(args.ready_file) if args.ready_file else None)
 
 
 def run_ctl(args: argparse.Namespace) -> int:
     """Send one control command; print the reply data; non-zero exit on error."""
-    from monitor.broker.control import ControlError, ReadyInfo, send
+    from testbroker.control import ControlError, ReadyInfo, send
 
     try:
         info = ReadyInfo.read(args.ready_file)

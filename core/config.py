@@ -1,6 +1,6 @@
 """Configuration plumbing: YAML + flags into frozen, validated per-stage models.
 
-Each stage owns its model (``probes.config``, ``streaming.config``, ``monitor.broker.config``);
+Each stage owns its model (``probes.config``, ``streaming.config``, ``testbroker.config``);
 this module loads YAML, applies flag overrides and turns validation errors into one line that
 names the field, which the CLI prints before exiting with status 2.
 """

@@ -1,6 +1,6 @@
 """The ``nines broker`` process: mock cluster, optional fixed-port forwarder, control socket.
 
-The ready-file format and the control protocol are described in :mod:`monitor.broker.control`.
+The ready-file format and the control protocol are described in :mod:`testbroker.control`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from monitor.broker.config import BrokerConfig, parse_topic
-from monitor.broker.control import ReadyInfo, write_ready
-from monitor.broker.mock import MockCluster, MockError
+from testbroker.config import BrokerConfig, parse_topic
+from testbroker.control import ReadyInfo, write_ready
+from testbroker.mock import MockCluster, MockError
 
 LOOPBACK = "127.0.0.1"
 _CHUNK = 256 * 1024

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from monitor.broker.control import ControlError, ReadyInfo, send
+from testbroker.control import ControlError, ReadyInfo, send
 
 
 class BrokerStartError(RuntimeError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from monitor.core.hdr import SparseHistogram
+from core.hdr import SparseHistogram
 
 #: Latency kinds, in the order they are displayed.
 KINDS = ("e2e", "publish", "send_lag", "hiccup")

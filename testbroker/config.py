@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
-from monitor.config import StageConfig
+from core.config import StageConfig
 
 PROBE_TOPIC = "nines.probe"
 ECHO_TOPIC = "nines.echoes"

@@ -4,8 +4,8 @@
 Nothing here imports a Kafka client: the mock is bound with ctypes in ``mock`` (server side).
 """
 
-from monitor.broker.config import BrokerConfig
-from monitor.broker.control import ControlError, ReadyInfo
-from monitor.broker.process import BrokerStartError, EmbeddedBroker
+from testbroker.config import BrokerConfig
+from testbroker.control import ControlError, ReadyInfo
+from testbroker.process import BrokerStartError, EmbeddedBroker
 
 __all__ = ["BrokerConfig", "BrokerStartError", "ControlError", "EmbeddedBroker", "ReadyInfo"]

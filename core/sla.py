@@ -1,7 +1,7 @@
 """The SLA file: latency, max, loss and liveness objectives that ``nines alerts`` turns into rules.
 
 Durations are written as users write them (``50ms``, ``2m``, ``30d``) and held as seconds.
-Validation goes through :func:`monitor.config.build`, so a bad file is one line naming the field.
+Validation goes through :func:`core.config.build`, so a bad file is one line naming the field.
 """
 
 from __future__ import annotations
@@ -13,20 +13,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
-from monitor.config import ConfigError, StageConfig, build, load_yaml
-from monitor.core.hdr import REPORTED_QUANTILES
-from monitor.core.units import format_duration, parse_duration_s
+from core.config import ConfigError, StageConfig, build, load_yaml
+from core.hdr import REPORTED_QUANTILES
+from core.units import format_duration, parse_duration_s
 
-try:  # the exporter owns the bucket layout; fall back to the same list until it lands
-    from monitor.exporter import DEFAULT_LE as _EXPORTER_LE
-except ImportError:  # pragma: no cover - depends on the tree state
-    _EXPORTER_LE = (
-        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-        1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 3600.0,
-    )  # fmt: skip
-
-#: Finite ``le`` boundaries of ``nines_latency_histogram_seconds``: burn-rate thresholds use them.
-BUCKET_BOUNDARIES_S: tuple[float, ...] = tuple(float(b) for b in _EXPORTER_LE if math.isfinite(b))
+#: ``le`` boundaries (seconds) of ``nines_latency_histogram_seconds``: 1-2.5-5 steps, 100 µs to
+#: 1 h. The SLA owns them (burn-rate thresholds must be one of them); the exporter renders them.
+BUCKET_BOUNDARIES_S: tuple[float, ...] = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 3600.0,
+)  # fmt: skip
 
 #: Resolutions the stream job exports by default (its ``window`` label).
 DEFAULT_WINDOWS: tuple[str, ...] = ("10s", "1m", "1h")

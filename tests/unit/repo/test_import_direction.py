@@ -1,0 +1,74 @@
+"""Data walks forward: each package imports only the packages before it in the pipeline.
+
+core is the floor (pure: no Kafka, Spark or Prometheus library, no stage); the stages hand data
+forward (probes → Kafka → streaming → closed windows → monitor); monitor composes them at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+#: Package → the first-party packages it may import.
+ALLOWED: dict[str, set[str]] = {
+    "core": set(),
+    "testbroker": {"core"},
+    "probes": {"core"},
+    "streaming": {"core"},
+    "dashboards": {"core"},
+    "monitor": {"core", "probes", "streaming", "testbroker", "dashboards"},
+}
+#: Third-party libraries the pure core must never import (I/O and engines live in the stages).
+CORE_FORBIDDEN = {"confluent_kafka", "pyspark", "prometheus_client", "pyarrow", "requests"}
+
+
+def imports(path: Path) -> set[str]:
+    """Top-level module names imported anywhere in the file, lazily imported ones included."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def violations(root: Path) -> list[str]:
+    out = []
+    for package, allowed in ALLOWED.items():
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root)
+            for name in sorted(imports(path)):
+                if name in ALLOWED and name != package and name not in allowed:
+                    out.append(f"{rel}: imports {name}")
+                if package == "core" and name in CORE_FORBIDDEN:
+                    out.append(f"{rel}: the core imports {name}")
+    return out
+
+
+def test_every_import_walks_forward() -> None:
+    assert violations(ROOT) == []
+
+
+def test_the_check_catches_an_upward_and_a_sideways_import(tmp_path: Path) -> None:
+    for package in ALLOWED:
+        (tmp_path / package).mkdir()
+    (tmp_path / "core" / "bad.py").write_text("import pyspark\nfrom monitor import exporter\n")
+    (tmp_path / "streaming" / "job.py").write_text("def f():\n    from monitor.x import y\n")
+    (tmp_path / "probes" / "ok.py").write_text("from core.echo import Echo\nimport numpy\n")
+    (tmp_path / "streaming" / "side.py").write_text("from probes import agent\n")
+    assert violations(tmp_path) == [
+        "core/bad.py: imports monitor",
+        "core/bad.py: the core imports pyspark",
+        "streaming/job.py: imports monitor",
+        "streaming/side.py: imports probes",
+    ]
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_every_package_exists(package: str) -> None:
+    assert (ROOT / package / "__init__.py").is_file()
