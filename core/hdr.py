@@ -229,15 +229,12 @@ class SparseHistogram:
 
     def to_hdrh(self) -> object:
         """The same histogram as an ``hdrh.HdrHistogram`` (overflow samples are left out)."""
-        from hdrh.histogram import HdrHistogram
+        from core.hdr_codec import to_hdrh
 
-        h = HdrHistogram(self.layout.lowest_us, self.layout.highest_us, self.layout.digits)
-        in_range = self.index < self.layout.overflow_index
-        for i, c in zip(self.index[in_range], self.count[in_range], strict=True):
-            h.record_value(int(self.layout.lowest_value_at(int(i))), int(c))
-        return h
+        return to_hdrh(self)
 
     def encode(self) -> bytes:
         """HdrHistogram's standard compressed encoding (base64), as .hlog lines carry it."""
-        encoded: bytes = self.to_hdrh().encode()  # type: ignore[attr-defined]
-        return encoded
+        from core.hdr_codec import encode
+
+        return encode(self)

@@ -15,6 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core.hdr import HdrLayout, SparseHistogram
+from core.hdr_codec import encode
+from core.hlog import HlogInterval, write_hlog
 from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram
 
 SCHEMA = pa.schema(
@@ -88,7 +90,7 @@ def _row(w: WindowHistogram) -> dict[str, object]:
         "digits": layout.digits,
         "bucket_index": h.index.tolist(),
         "bucket_count": h.count.tolist(),
-        "hdr": h.encode(),
+        "hdr": encode(h),
     }
 
 
@@ -129,24 +131,8 @@ def read_windows(
 
 def export_hlog(windows: Sequence[WindowHistogram], path: str | Path) -> Path:
     """An HdrHistogram interval log (.hlog) with one interval per window, in time order."""
-    ordered = sorted(windows, key=lambda w: w.window_start_us)
-    if not ordered:
+    if not windows:
         raise ValueError("no windows to export")
-    base_s = ordered[0].window_start_us / 1e6
-    start = datetime.fromtimestamp(base_s, tz=UTC)
-    lines = [
-        "#[Histogram log format version 1.2]",
-        f"#[StartTime: {base_s:.3f} (seconds since epoch), {start.isoformat()}]",
-        f"#[BaseTime: {base_s:.3f} (seconds since epoch)]",
-        '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"',
-    ]
-    for w in ordered:
-        length_s = (w.window_end_us - w.window_start_us) / 1e6
-        rel_s = w.window_start_us / 1e6 - base_s
-        # hlog values are in the histogram's unit (µs); Interval_Max is printed in ms by convention
-        lines.append(
-            f"{rel_s:.3f},{length_s:.3f},{w.hist.max_us / 1000:.3f},{w.hist.encode().decode()}"
-        )
-    out = Path(path)
-    out.write_text("\n".join(lines) + "\n")
-    return out
+    return write_hlog(
+        (HlogInterval(w.window_start_us, w.window_end_us, w.hist) for w in windows), path
+    )

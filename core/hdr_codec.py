@@ -1,0 +1,66 @@
+"""HdrHistogram's compressed encoding, through ``hdrh``: our sparse histograms in and out.
+
+The archive stores this encoding beside its bucket columns and ``.hlog`` lines carry it, so any
+HdrHistogram tool (Java, Go, Python) reads what nines wrote. Pure: no file or network I/O.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from core.hdr import HdrLayout, SparseHistogram
+
+if TYPE_CHECKING:
+    from hdrh.histogram import HdrHistogram
+
+
+def to_hdrh(hist: SparseHistogram) -> HdrHistogram:
+    """The same histogram as an ``hdrh.HdrHistogram`` (overflow samples are left out)."""
+    from hdrh.histogram import HdrHistogram
+
+    layout = hist.layout
+    h = HdrHistogram(layout.lowest_us, layout.highest_us, layout.digits)
+    in_range = hist.index < layout.overflow_index
+    for i, c in zip(hist.index[in_range], hist.count[in_range], strict=True):
+        h.record_value(int(layout.lowest_value_at(int(i))), int(c))
+    return h
+
+
+def from_hdrh(h: HdrHistogram, layout: HdrLayout) -> SparseHistogram:
+    """A sparse histogram of an ``hdrh`` one with the same layout.
+
+    The encoding carries bucket counts only: the max is the top bucket's highest equivalent value
+    (as ``hdrh`` reports it) and the sum is estimated from bucket midpoints.
+    """
+    if (h.lowest_trackable_value, h.highest_trackable_value, h.significant_figures) != (
+        layout.lowest_us,
+        layout.highest_us,
+        layout.digits,
+    ):
+        raise ValueError(
+            f"hdrh histogram ({h.lowest_trackable_value}, {h.highest_trackable_value}, "
+            f"{h.significant_figures}) does not have the layout {layout}"
+        )
+    counts = np.ctypeslib.as_array(h.counts)[: layout.counts_len].astype(np.int64)
+    index = np.flatnonzero(counts).astype(np.int64)
+    count = counts[index]
+    if index.size == 0:
+        return SparseHistogram.empty(layout)
+    mid = (layout.lowest_value_at(index) + layout.highest_value_at(index)) // 2
+    max_us = int(layout.highest_value_at(int(index[-1])))
+    return SparseHistogram(layout, index, count, max_us, int((mid * count).sum()))
+
+
+def encode(hist: SparseHistogram) -> bytes:
+    """HdrHistogram's standard compressed encoding (base64), as .hlog lines carry it."""
+    encoded: bytes = to_hdrh(hist).encode()
+    return encoded
+
+
+def decode(encoded: bytes | str, layout: HdrLayout) -> SparseHistogram:
+    """Read HdrHistogram's compressed encoding (base64) into a histogram of ``layout``."""
+    from hdrh.histogram import HdrHistogram
+
+    return from_hdrh(HdrHistogram.decode(encoded), layout)
