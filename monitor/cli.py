@@ -20,7 +20,7 @@ COMMAND_MODULES = (
     "probes.cli",
     "streaming.cli",
     "monitor.demo",
-    "monitor.report",
+    "monitor.report.cli",
     "monitor.alerts.cli",
     "dashboards.cli",
 )

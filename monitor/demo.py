@@ -18,12 +18,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from core.config import ConfigError, build
-from core.hdr import min_samples_for, quantile_label
+from core.hdr import quantile_label
 from core.sla import SlaConfig, load_sla
 from core.units import format_duration, parse_duration_s
+from monitor.slo import live_status as sla_status
 
 if TYPE_CHECKING:
     from core.windows import WindowHistogram
@@ -338,47 +339,6 @@ def _loop(job, broker, probe, opts, stop, out) -> None:  # type: ignore[no-untyp
             time.sleep(0.25)
         if stalled_until is not None and stalled_until > 0:
             broker.resume()
-
-
-def sla_status(sla: SlaConfig, latest: dict[str, list[WindowHistogram]]) -> list[dict[str, Any]]:
-    """Each quantile or max objective against the latest closed window of its resolution.
-
-    Like the rendered rules, the worst matching series decides (``max by``, never an average);
-    a quantile is only judged when the window holds enough samples for it.
-    """
-
-    out = []
-    for o in sla.objectives:
-        if o.max is None and (o.quantile is None or o.threshold is None):
-            continue  # loss and liveness objectives live in Prometheus only
-        windows = [
-            w
-            for w in latest.get(format_duration(o.window), [])
-            if w.series.kind == o.kind
-            and w.series.partition != "all"
-            and (o.cluster is None or w.series.cluster == o.cluster)
-            and (o.topic is None or w.series.topic == o.topic)
-            and (o.partition is None or w.series.partition == o.partition)
-        ]
-        limit = o.max if o.max is not None else o.threshold
-        if o.max is not None:
-            values = [w.hist.max_us / 1e6 for w in windows if w.hist.total]
-        else:
-            q = float(o.quantile or 0)
-            values = [
-                w.hist.value_at_quantile(q) / 1e6
-                for w in windows
-                if w.hist.total >= min_samples_for(q)
-            ]
-        worst = max(values, default=None)
-        state = "no data" if worst is None else ("BREACH" if worst > float(limit or 0) else "ok")
-        stat = "max" if o.max is not None else quantile_label(float(o.quantile or 0))
-        what = f"{stat} <= {limit:g}s"
-        out.append(
-            {"name": o.name, "objective": f"{o.kind} {what} per {format_duration(o.window)}",
-             "worst": worst, "state": state}
-        )  # fmt: skip
-    return out
 
 
 def probe_hiccup_s(windows: list[WindowHistogram]) -> dict[str, float]:
