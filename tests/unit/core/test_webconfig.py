@@ -62,7 +62,8 @@ def test_tls_context_from_the_files(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("basic_auth_users:\n  a: plaintext\n", "web-config-file.basic_auth_users: user 'a': the password must be a bcrypt hash"),
+        ("basic_auth_users:\n  a: plaintext\n",
+         "web-config-file.basic_auth_users: user 'a': the password must be a bcrypt hash"),
         ("tls_server_config:\n  cert_file: /no/cert\n  key_file: /no/key\n",
          "web-config-file: tls_server_config: cannot load: No such file"),
         ("tls_server_config:\n  cert_file: x\n", "web-config-file.tls_server_config.key_file"),
