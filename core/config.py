@@ -7,6 +7,7 @@ names the field, which the CLI prints before exiting with status 2.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,6 +16,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
+
+#: A setting whose name says it holds a secret; its value is never shown in a message.
+SECRET_NAME = re.compile(r"pass|secret|token|credential|private|key|jaas|sasl|auth|cert", re.I)
+#: Sections that pass client settings through (librdkafka's): no value of theirs is ever shown.
+CLIENT_SECTIONS = frozenset({"kafka"})
+#: A quoted value in a client library's error (librdkafka: ``Invalid value "hunter2" for …``).
+_QUOTED_VALUE = re.compile(r'(?i)(value\s*)"[^"]*"')
 
 
 class ConfigError(ValueError):
@@ -32,9 +40,11 @@ def load_yaml(path: str | Path | None) -> dict[str, Any]:
     if path is None:
         return {}
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"config: cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config: {path} is not UTF-8 text (byte {exc.start})") from None
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
@@ -75,10 +85,28 @@ def build(
         got = err.get("input")
         shown = (
             f" (got {got!r})"
-            if err["type"] != "extra_forbidden" and got is not None and repr(got) not in msg
+            if err["type"] != "extra_forbidden"
+            and got is not None
+            and repr(got) not in msg
+            and not is_secret_path(where)
             else ""
         )
+        if is_secret_path(where):
+            if got is not None and str(got):
+                msg = msg.replace(repr(got), "<redacted>").replace(str(got), "<redacted>")
+            msg = redact(msg)
         raise ConfigError(f"{where}: {msg}{shown}") from None
+
+
+def is_secret_path(where: str) -> bool:
+    """Whether a dotted config path may hold a secret: client settings or a secret-named key."""
+    parts = where.split(".")
+    return bool(CLIENT_SECTIONS & set(parts)) or any(SECRET_NAME.search(p) for p in parts)
+
+
+def redact(text: str) -> str:
+    """A client library's message with every quoted value hidden (keys stay: they name the fix)."""
+    return _QUOTED_VALUE.sub(lambda m: f'{m.group(1)}"<redacted>"', text)
 
 
 def resolve_secrets(settings: Mapping[str, str], field: str = "kafka") -> dict[str, str]:

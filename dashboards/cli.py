@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from core.config import ConfigError
 
@@ -12,7 +14,7 @@ EXPORT_EXAMPLES = """examples:
   nines dashboards export /tmp/dash
 """
 PUSH_EXAMPLES = """examples:
-  nines dashboards push --url http://grafana:3000 --token $GRAFANA_TOKEN --folder nines
+  GRAFANA_TOKEN=... nines dashboards push --url http://grafana:3000 --folder nines
   nines dashboards push --url https://grafana.example.com/grafana --user admin --password $PW
 
 exit status: 0 pushed; 2 bad input: an invalid or unreachable --url, or credentials Grafana
@@ -51,9 +53,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     u.add_argument("--url", required=True, help="Grafana base URL")
-    u.add_argument("--token", default=None, help="API token (or --user/--password)")
-    u.add_argument("--user", default=None)
-    u.add_argument("--password", default=None)
+    u.add_argument(
+        "--token", default=None, help="API token (or --user/--password); prefer $GRAFANA_TOKEN"
+    )
+    u.add_argument("--token-file", default=None, help="read the API token from this file")
+    u.add_argument("--user", default=None, help="Grafana user (default $GRAFANA_USER)")
+    u.add_argument("--password", default=None, help="prefer $GRAFANA_PASSWORD or --password-file")
+    u.add_argument("--password-file", default=None, help="read the password from this file")
     u.add_argument("--folder", default="nines", help="folder title (created if missing)")
     u.set_defaults(func=run_push)
 
@@ -115,6 +121,38 @@ def _reason(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+def _secret(flag: str | None, path: str | None, env: Mapping[str, str], var: str) -> str | None:
+    """A credential from its flag, its file (first line) or its environment variable, in order.
+
+    Files and variables keep secrets out of argv, where ``ps`` and shell history show them.
+    """
+    if flag:
+        return flag
+    if path:
+        try:
+            return Path(path).read_text().strip() or None
+        except (OSError, UnicodeDecodeError) as exc:
+            why = getattr(exc, "strerror", None) or "not UTF-8 text"
+            field = var.lower().removeprefix("grafana_")
+            raise ConfigError(f"{field}-file: cannot read {path}: {why}") from None
+    return env.get(var) or None
+
+
+def credentials(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[Any, str]:
+    """(credential for grafana_client, the field to blame) from flags, files or the environment."""
+    token = _secret(args.token, getattr(args, "token_file", None), env, "GRAFANA_TOKEN")
+    if token:
+        return token, "token"
+    user = args.user or env.get("GRAFANA_USER")
+    password = _secret(args.password, getattr(args, "password_file", None), env, "GRAFANA_PASSWORD")
+    if user and password:
+        return (user, password), "user"
+    raise ConfigError(
+        "push: give a token ($GRAFANA_TOKEN, --token-file or --token), or a user and password "
+        "($GRAFANA_USER/$GRAFANA_PASSWORD, --password-file, or --user/--password)"
+    )
+
+
 def run_push(args: argparse.Namespace) -> int:
     """Upload every dashboard into the folder, overwriting by uid.
 
@@ -122,6 +160,7 @@ def run_push(args: argparse.Namespace) -> int:
     (401, or 403 for a token without the rights). Exit 1: any other Grafana error. Either way
     one line on stderr, never a traceback.
     """
+    import os
     import sys
 
     from grafana_client import GrafanaApi
@@ -130,14 +169,7 @@ def run_push(args: argparse.Namespace) -> int:
 
     from dashboards import build_all
 
-    if args.token:
-        auth: str | tuple[str, str] = args.token
-        field = "token"
-    elif args.user and args.password:
-        auth = (args.user, args.password)
-        field = "user"
-    else:
-        raise ConfigError("push: give --token, or --user and --password")
+    auth, field = credentials(args, os.environ)
     _check_url(args.url)
     url = _shown_url(args.url)
     api = GrafanaApi.from_url(args.url, credential=auth)

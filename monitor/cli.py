@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from core.config import ConfigError
+from core.config import ConfigError, redact
 from monitor import __version__
 
 #: Modules that register subcommands, in the order they appear in ``nines --help``.
@@ -42,6 +42,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def is_client_config_error(exc: BaseException) -> bool:
+    """A Kafka client refusing its configuration (librdkafka's _INVALID_ARG), not a failure."""
+    kafka = sys.modules.get("confluent_kafka")  # loaded if a Kafka client raised this
+    if kafka is None or not isinstance(exc, kafka.KafkaException) or not exc.args:
+        return False
+    code = getattr(exc.args[0], "code", None)
+    return callable(code) and code() == -186  # RD_KAFKA_RESP_ERR__INVALID_ARG
+
+
+def client_error_text(exc: BaseException) -> str:
+    """The client's own message (``KafkaError.str()``), without the exception's wrapping."""
+    err = exc.args[0]
+    return str(err.str()) if hasattr(err, "str") else str(err)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, dispatch, and turn bad input into one line and exit status 2."""
     parser = build_parser()
@@ -52,7 +67,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ConfigError as exc:
-        print(f"nines {args.command}: error: {exc}", file=sys.stderr)
+        print(f"nines {args.command}: error: {redact(str(exc))}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        if not is_client_config_error(exc):
+            raise
+        # librdkafka refused a setting: the user's input, so one line and exit 2, values hidden
+        print(
+            f"nines {args.command}: error: kafka: {redact(client_error_text(exc))}", file=sys.stderr
+        )
         return 2
     except KeyboardInterrupt:
         return 130

@@ -19,10 +19,12 @@ from kafka_cluster import (
     unique_topic,
     wait_for,
 )
+from real_components import pytest_runtest_makereport
 
 from testbroker import EmbeddedBroker
 
-__all__ = ["consumer", "producer", "unique_topic", "wait_for"]
+#: The CI hook (a skip fails under CI=true) is registered by being a name of this conftest.
+__all__ = ["consumer", "producer", "pytest_runtest_makereport", "unique_topic", "wait_for"]
 
 
 @pytest.fixture(scope="session")

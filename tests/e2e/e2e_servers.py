@@ -14,8 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+from real_components import require_tool
 
 PROMETHEUS = shutil.which("prometheus")
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
@@ -188,8 +188,8 @@ class Alertmanager(Process):
 
 def require_prometheus() -> None:
     """Skip with the fix when the Debian packages are missing (`make test` installs them)."""
-    if not PROMETHEUS or not ALERTMANAGER:
-        pytest.skip(
-            "needs prometheus and prometheus-alertmanager (apt-get install prometheus "
-            "prometheus-alertmanager; `make test` does this as root)"
-        )
+    install = "apt-get install prometheus prometheus-alertmanager; `make test` does this as root"
+    if not PROMETHEUS:
+        require_tool("prometheus", install)
+    if not ALERTMANAGER:
+        require_tool("prometheus-alertmanager", install)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 from alerts_helpers import EXAMPLE_SLA, PROMTOOL, RunTests
+from real_components import require_tool
 
 from core.sla import SlaConfig, load_sla
 
@@ -17,9 +18,9 @@ from core.sla import SlaConfig, load_sla
 @pytest.fixture(scope="session")
 def promtool() -> str:
     """Path of promtool, or skip: these tests prove the rules with the real tool only."""
-    if PROMTOOL is None:
-        pytest.skip("promtool not installed (Debian package 'prometheus'; make system-test-deps)")
-    return PROMTOOL
+    return PROMTOOL or require_tool(
+        "promtool", "Debian package 'prometheus'; make system-test-deps"
+    )
 
 
 @pytest.fixture(scope="session")

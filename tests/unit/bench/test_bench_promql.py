@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from real_components import require_tool
 
 from bench.promql import DEFAULT_BUCKETS_S, cumulative_buckets, histogram_quantile
 
@@ -58,9 +58,9 @@ CASES: list[tuple[list[tuple[float, float]], list[float]]] = [
 ]
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
 def test_matches_real_promtool(tmp_path: Path) -> None:
     """promtool evaluates histogram_quantile on the same buckets; its values must equal ours."""
+    require_tool("promtool", "Debian package 'prometheus'; make system-test-deps")
     series, tests = [], []
     for i, (buckets, qs) in enumerate(CASES):
         for le, count in buckets:

@@ -9,9 +9,11 @@ import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
+from core.config import ConfigError
 from monitor.cli import main
 
 
@@ -93,3 +95,31 @@ def test_bad_url_is_rejected_before_any_request(capsys: pytest.CaptureFixture[st
     assert main(["dashboards", "push", "--url", "grafana:3000", "--token", "t"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("nines dashboards: error: url: expected http(s)://HOST")
+
+
+def test_credentials_come_from_the_environment_or_a_file_not_only_argv(tmp_path: Path) -> None:
+    import argparse
+
+    from dashboards.cli import credentials
+
+    def args(**kw: str | None) -> argparse.Namespace:
+        base = {"token": None, "token_file": None, "user": None, "password": None}
+        return argparse.Namespace(**{**base, "password_file": None, **kw})
+
+    assert credentials(args(), {"GRAFANA_TOKEN": "glsa_env"}) == ("glsa_env", "token")
+    token_file = tmp_path / "token"
+    token_file.write_text("glsa_file\n")
+    assert credentials(args(token_file=str(token_file)), {}) == ("glsa_file", "token")
+    assert credentials(args(token="glsa_flag"), {"GRAFANA_TOKEN": "x"}) == ("glsa_flag", "token")
+    env = {"GRAFANA_USER": "admin", "GRAFANA_PASSWORD": "hunter2"}
+    assert credentials(args(), env) == (("admin", "hunter2"), "user")
+    pw = tmp_path / "pw"
+    pw.write_text("from-file")
+    assert credentials(args(user="ops", password_file=str(pw)), {}) == (
+        ("ops", "from-file"),
+        "user",
+    )
+    with pytest.raises(ConfigError, match=r"^push: give a token \(\$GRAFANA_TOKEN"):
+        credentials(args(), {})
+    with pytest.raises(ConfigError, match=r"^token-file: cannot read /no/such: No such file"):
+        credentials(args(token_file="/no/such"), {})

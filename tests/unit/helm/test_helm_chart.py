@@ -13,6 +13,7 @@ import helm_python as helm
 import kubernetes_validate
 import pytest
 import yaml
+from real_components import in_ci, require_tool
 
 ROOT = Path(__file__).parents[3]
 CHART = ROOT / "helm" / "nines"
@@ -216,8 +217,8 @@ def promtool_check(groups: list[dict[str, Any]], tmp_path: Path, required: bool 
     rules = tmp_path / "rendered-rules.yaml"
     rules.write_text(yaml.safe_dump({"groups": groups}))
     if not shutil.which("promtool"):
-        if required:
-            pytest.skip("promtool not installed (package 'prometheus'; make system-test-deps)")
+        if required or in_ci():
+            require_tool("promtool", "Debian package 'prometheus'; make system-test-deps")
         return rules
     out = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -1,0 +1,152 @@
+"""``--web-config-file``: TLS and basic auth for /metrics, in Prometheus' exporter-toolkit format.
+
+The same file a Prometheus exporter takes (``tls_server_config``, ``basic_auth_users`` with bcrypt
+hashes), so operators reuse what they already run. Parsing, the TLS context and the password check
+live here; each /metrics server applies them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import ssl
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from core.config import ConfigError, StageConfig, build, load_yaml
+
+#: exporter-toolkit's client_auth_type values and what Python's ssl module can enforce of each.
+CLIENT_AUTH = {
+    "NoClientCert": ssl.CERT_NONE,
+    "RequestClientCert": ssl.CERT_OPTIONAL,
+    "RequireAnyClientCert": ssl.CERT_REQUIRED,
+    "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
+    "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
+}
+TLS_VERSIONS = {
+    "TLS10": ssl.TLSVersion.TLSv1,
+    "TLS11": ssl.TLSVersion.TLSv1_1,
+    "TLS12": ssl.TLSVersion.TLSv1_2,
+    "TLS13": ssl.TLSVersion.TLSv1_3,
+}
+
+
+class TlsServerConfig(StageConfig):
+    """``tls_server_config``: the server certificate, and optionally client certificates."""
+
+    cert_file: str
+    key_file: str
+    client_auth_type: Literal[
+        "NoClientCert",
+        "RequestClientCert",
+        "RequireAnyClientCert",
+        "VerifyClientCertIfGiven",
+        "RequireAndVerifyClientCert",
+    ] = "NoClientCert"
+    client_ca_file: str | None = None
+    min_version: Literal["TLS10", "TLS11", "TLS12", "TLS13"] = "TLS12"
+
+
+class WebConfigModel(StageConfig):
+    """The file's top level (``http_server_config`` is accepted for compatibility, unused)."""
+
+    tls_server_config: TlsServerConfig | None = None
+    basic_auth_users: dict[str, str] = Field(default_factory=dict)
+    http_server_config: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("basic_auth_users")
+    @classmethod
+    def _bcrypt_hashes(cls, users: dict[str, str]) -> dict[str, str]:
+        for name, hashed in users.items():
+            if not hashed.startswith(("$2a$", "$2b$", "$2y$")):
+                raise ValueError(f"user {name!r}: the password must be a bcrypt hash ($2y$...)")
+        return users
+
+
+@dataclass(frozen=True)
+class WebConfig:
+    """A loaded web config: an SSL context (or None) and the basic-auth users."""
+
+    tls: TlsServerConfig | None = None
+    users: dict[str, str] = field(default_factory=dict)
+    _verified: dict[tuple[str, str], bool] = field(default_factory=dict, compare=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The server-side TLS context the file asks for (None: plain HTTP)."""
+        if self.tls is None:
+            return None
+        return server_ssl_context(self.tls)
+
+    def authorized(self, header: str | None) -> bool:
+        """Whether an ``Authorization`` header passes (always, when no users are configured).
+
+        bcrypt is slow on purpose (~50-250 ms a check); a scrape every few seconds must not pay
+        it each time, so a verified (user, password) pair is remembered, as exporter-toolkit does.
+        """
+        if not self.users:
+            return True
+        user, password = parse_basic_auth(header)
+        hashed = self.users.get(user or "")
+        if user is None or password is None or hashed is None:
+            return False
+        key = (user, password)
+        with self._lock:
+            known = self._verified.get(key)
+        if known is None:
+            import bcrypt
+
+            known = bcrypt.checkpw(password.encode(), hashed.encode())
+            with self._lock:
+                if len(self._verified) < 1024:  # bounded: wrong guesses must not grow memory
+                    self._verified[key] = known
+        return known
+
+
+def parse_basic_auth(header: str | None) -> tuple[str | None, str | None]:
+    """(user, password) of a ``Basic`` Authorization header; (None, None) when absent or bad."""
+    if not header:
+        return None, None
+    scheme, _, token = header.partition(" ")
+    if not hmac.compare_digest(scheme.lower(), "basic"):
+        return None, None
+    try:
+        user, sep, password = base64.b64decode(token.strip(), validate=True).decode().partition(":")
+    except (ValueError, UnicodeDecodeError):
+        return None, None
+    return (user, password) if sep else (None, None)
+
+
+def server_ssl_context(tls: TlsServerConfig) -> ssl.SSLContext:
+    """A TLS server context; unreadable or mismatched files are one ConfigError line."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = TLS_VERSIONS[tls.min_version]
+    try:
+        ctx.load_cert_chain(certfile=tls.cert_file, keyfile=tls.key_file)
+        if tls.client_ca_file:
+            ctx.load_verify_locations(cafile=tls.client_ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or str(exc)
+        raise ConfigError(f"web-config-file: tls_server_config: cannot load: {reason}") from None
+    ctx.verify_mode = CLIENT_AUTH[tls.client_auth_type]
+    if tls.client_auth_type != "NoClientCert" and not tls.client_ca_file:
+        # Python's ssl verifies every client certificate it asks for, so it needs the CA
+        raise ConfigError(
+            f"web-config-file: tls_server_config.client_auth_type {tls.client_auth_type} "
+            "needs client_ca_file"
+        )
+    return ctx
+
+
+def load_web_config(path: str | Path | None) -> WebConfig | None:
+    """The web config file at ``path`` (None: no TLS, no auth), validated up front."""
+    if path is None:
+        return None
+    model = build(WebConfigModel, load_yaml(path), prefix="web-config-file")
+    web = WebConfig(model.tls_server_config, dict(model.basic_auth_users))
+    web.ssl_context()  # fail now, before any server starts, on unreadable certificates
+    return web
