@@ -9,6 +9,7 @@ COPY monitor monitor
 COPY probes probes
 COPY streaming streaming
 COPY dashboards dashboards
+COPY kafkautil kafkautil
 RUN pip install --no-cache-dir . \
  && printf 'import sys\nfrom monitor.cli import main\nsys.exit(main())\n' > /opt/nines/spark_main.py
 RUN useradd --uid 10001 --user-group --home /tmp nines

@@ -37,7 +37,7 @@ test: setup system-test-deps
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy core probes streaming monitor dashboards testbroker
+	$(VENV)/bin/mypy core probes streaming monitor dashboards testbroker kafkautil
 
 bench: setup system-test-deps
 	$(PY) -m bench.run

@@ -2,5 +2,6 @@
 
 from probes.agent import ProbeAgent, run_probe
 from probes.config import ProbeConfig
+from probes.transport import Layout, Transport
 
-__all__ = ["ProbeAgent", "ProbeConfig", "run_probe"]
+__all__ = ["Layout", "ProbeAgent", "ProbeConfig", "Transport", "run_probe"]

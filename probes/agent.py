@@ -1,5 +1,9 @@
 """The probe agent: schedule → producer → consumer → tracker → echo publisher, plus hiccups.
 
+A composition: each part does one job (``schedule``, ``producer``, ``consumer``, ``tracker``,
+``planner``, ``publisher``, ``hiccup``) and only the transport knows the broker (``transport``,
+Kafka's in ``kafka``). The agent wires them, owns their threads and stops them in order.
+
 Threads: a sender that follows the open-loop schedule (never waiting for acks or echoes), a
 receiver that consumes the probe topic back, a delivery-report thread that timestamps acks as
 they arrive, a housekeeper that declares losses and refreshes leaders, and the hiccup meter. All
@@ -15,26 +19,41 @@ import threading
 import time
 from typing import Any
 
-from core.config import ConfigError
-from core.echo import Echo, Hiccup, encode_record
 from probes.clock import ProbeClock
-from probes.config import MAX_TOTAL_RATE, ProbeConfig
+from probes.config import ProbeConfig
+from probes.consumer import ProbeConsumer
 from probes.hiccup import HiccupMeter
-from probes.payload import decode, encode, probe_hash
+from probes.payload import probe_hash
+from probes.planner import PartitionPlanner
+from probes.producer import ProbeProducer
+from probes.publisher import EchoPublisher, EchoSink
 from probes.schedule import Schedule
 from probes.threads import named
 from probes.tracker import Tracker
+from probes.transport import Transport
 
 log = logging.getLogger("nines.probe")
 
 HOUSEKEEPING_S = 0.1
 METADATA_REFRESH_S = 2.0
+#: The schedule starts this long after ``start()`` (µs), once every thread is running.
+START_DELAY_US = 50_000
 
 
 class ProbeAgent:
-    """One probe process's worth of probing; ``start()`` then ``stop()``."""
+    """One probe process's worth of probing; ``start()`` then ``stop()``.
 
-    def __init__(self, config: ProbeConfig) -> None:
+    ``transport`` and ``echo_sink`` default to Kafka clients built from ``config`` in
+    ``start()`` (tests pass their own).
+    """
+
+    def __init__(
+        self,
+        config: ProbeConfig,
+        *,
+        transport: Transport | None = None,
+        echo_sink: EchoSink | None = None,
+    ) -> None:
         self.config = config
         self.clock = ProbeClock()
         self.tracker = Tracker(
@@ -44,84 +63,84 @@ class ProbeAgent:
             config.size,
             int(config.loss_timeout * 1e6),
         )
-        self._hash = probe_hash(config.probe_id)
+        #: Guards the tracker and the planner's leaders, shared by all the probe's threads.
         self._lock = threading.Lock()
+        self.planner = PartitionPlanner(config.topic, config.rate, self._lock)
+        self.publisher = EchoPublisher(config.echo_topic, config.probe_id)
+        self._transport = transport
+        self._echo_sink = echo_sink
         self._stopping = threading.Event()
         self._sender_done = threading.Event()
         self._drained = threading.Event()
         self._threads: list[threading.Thread] = []
         self._sender: threading.Thread | None = None
-        self.leaders: dict[int, int] = {}
-        self.partitions: list[int] = []
-        self.echo_dropped = 0
-        self.echoes_published = 0
         #: Messages still unresolved when ``stop()`` gave up waiting (they have no echo).
         self.unresolved_at_stop = 0
-        self._warned_at = 0.0
         self._server: Any = None
         self._hiccups: HiccupMeter | None = None
-        self._producer: Any = None
-        self._echo_producer: Any = None
-        self._echo_buffered_at_stop = 0
+
+    @property
+    def partitions(self) -> list[int]:
+        """The probe topic's partitions (all of them are probed)."""
+        return self.planner.partitions
+
+    @property
+    def leaders(self) -> dict[int, int]:
+        """Partition → the broker leading it, as last seen."""
+        return self.planner.leaders
+
+    @property
+    def echo_dropped(self) -> int:
+        """Echo records dropped (buffer full or delivery failed)."""
+        return self.publisher.dropped
+
+    @property
+    def echoes_published(self) -> int:
+        """Echo (and hiccup) records the echo cluster acknowledged."""
+        return self.publisher.published
 
     # -- set-up -------------------------------------------------------------------------------
 
-    def _discover(self) -> None:
-        """Partitions and leaders of the probe topic; refuse what cannot work."""
-        from confluent_kafka import KafkaException
-
-        try:
-            md = self._producer.list_topics(timeout=5)
-        except KafkaException as exc:
-            raise ConfigError(
-                f"bootstrap: cannot reach {self.config.bootstrap} ({exc.args[0].str()})"
-            ) from None
-        topic = md.topics.get(self.config.topic)
-        if topic is None or topic.error is not None or not topic.partitions:
-            raise ConfigError(
-                f"topic: unknown topic {self.config.topic!r} on "
-                f"{self.config.bootstrap}; create it with one partition per broker"
-            )
-        self.partitions = sorted(topic.partitions)
-        total = self.config.rate * len(self.partitions)
-        if total > MAX_TOTAL_RATE:
-            raise ConfigError(
-                f"rate: {self.config.rate:g}/s × {len(self.partitions)} partitions "
-                f"= {total:g}/s exceeds the limit of {MAX_TOTAL_RATE:g}/s"
-            )
-        self.leaders = {p: topic.partitions[p].leader for p in self.partitions}
-        idle = sorted(set(md.brokers) - set(self.leaders.values()))
-        if idle:
-            log.warning(
-                "brokers %s lead no partition of %s, so they are not probed; add partitions "
-                "(or reassign leaders) so that every broker leads at least one",
-                idle,
-                self.config.topic,
-            )
-
     def start(self) -> ProbeAgent:
         """Connect, check the topic, and start probing."""
-        from confluent_kafka import Consumer, Producer, TopicPartition
-
         cfg = self.config
-        clients = cfg.clients()
-        self._producer = Producer(clients["producer"])
-        self._discover()
-        self._echo_producer = Producer(clients["echo_producer"])
-        self._consumer = Consumer(clients["consumer"])
-        starts = []
-        for p in self.partitions:
-            _, high = self._consumer.get_watermark_offsets(TopicPartition(cfg.topic, p), timeout=5)
-            starts.append(TopicPartition(cfg.topic, p, high))
-        self._consumer.assign(starts)
-        self.schedule = Schedule(self.partitions, cfg.rate, self.clock.now_us() + 50_000)
+        if self._transport is None:
+            from probes.kafka import KafkaTransport
+
+            self._transport = KafkaTransport(cfg)
+        transport = self._transport
+        self.planner.discover(transport)
+        if self._echo_sink is None:
+            from probes.kafka import echo_producer
+
+            self._echo_sink = echo_producer(cfg)
+        self.publisher.open(self._echo_sink)
+        transport.open_receiver(self.partitions)
+        self.schedule = Schedule(self.partitions, cfg.rate, self.clock.now_us() + START_DELAY_US)
+        probe = probe_hash(cfg.probe_id)
+        publish = self.publisher.publish
+        self.producer = ProbeProducer(
+            transport,
+            self.schedule,
+            self.tracker,
+            self._lock,
+            self.clock,
+            self.leaders,
+            probe,
+            cfg.size,
+            publish,
+            cfg.duration,
+        )
+        self.consumer = ProbeConsumer(
+            transport, self.tracker, self._lock, self.clock, probe, publish
+        )
         self._hiccups = HiccupMeter(
-            self.clock, cfg.probe_id, cfg.cluster, cfg.hiccup_interval, self._publish
+            self.clock, cfg.probe_id, cfg.cluster, cfg.hiccup_interval, publish
         )
         loops = {
             "nines-send": self._send_loop,
-            "nines-receive": self._receive_loop,
-            "nines-acks": self._report_loop,
+            "nines-receive": lambda: self.consumer.receive_until(self._drained),
+            "nines-acks": lambda: self.producer.serve_acks(self._drained),
             "nines-house": self._housekeeping_loop,
         }
         self._threads = [
@@ -133,156 +152,33 @@ class ProbeAgent:
         for t in self._threads:
             t.start()
         if cfg.metrics_port:
-            self._serve_metrics()
+            from probes.metrics import serve
+
+            self._server = serve(self.stats, cfg.metrics_host, cfg.metrics_port)
         return self
-
-    def _serve_metrics(self) -> None:
-        from prometheus_client import CollectorRegistry, start_http_server
-
-        from probes.metrics import ProbeCollector
-
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(ProbeCollector(self.stats))
-        self._server, _ = start_http_server(
-            self.config.metrics_port, addr=self.config.metrics_host, registry=registry
-        )
 
     # -- the loops ----------------------------------------------------------------------------
 
     def _send_loop(self) -> None:
         try:
-            self._send_until_stopped()
+            self.producer.send_until(self._stopping)
         finally:
             self._sender_done.set()
 
-    def _send_until_stopped(self) -> None:
-        cfg = self.config
-        end_us = None if cfg.duration is None else self.schedule.t0_us + int(cfg.duration * 1e6)
-        produce = self._producer.produce
-        while not self._stopping.is_set():
-            intended, partition, seq = self.schedule.next_due()
-            if end_us is not None and intended >= end_us:
-                return
-            now = self.clock.now_us()
-            if intended > now:
-                time.sleep(min(intended - now, 5_000) / 1e6)
-                continue
-            payload = encode(self._hash, partition, seq, intended, cfg.size)
-            callback = self._delivery(partition, seq)
-            leader = self.leaders.get(partition, -1)
-            while True:
-                try:
-                    # Under the lock: the delivery report (another thread) and the message
-                    # itself (the receiver) must not reach the tracker before the send does.
-                    with self._lock:
-                        produce(cfg.topic, value=payload, partition=partition, on_delivery=callback)
-                        self.tracker.sent(partition, seq, intended, self.clock.now_us(), leader)
-                    break
-                except BufferError:  # the queue is full: wait, keep the intended time
-                    time.sleep(0.005)  # the delivery-report thread frees the queue
-                    if self._stopping.is_set():
-                        return
-            self.schedule.advance(partition)
-
-    def _report_loop(self) -> None:
-        """Serve delivery reports as soon as librdkafka has them, so ``acked_us`` is the time
-        the ack arrived (give or take a thread wake-up), not when some loop next polled.
-
-        (``Message.latency()`` is no substitute: it is measured when the report is served.)
-        """
-        while not self._drained.is_set():
-            self._producer.poll(0.05)
-
-    def _delivery(self, partition: int, seq: int):  # type: ignore[no-untyped-def]
-        def done(err: Any, _msg: Any) -> None:
-            now = self.clock.now_us()
-            with self._lock:
-                if err is None:
-                    echo = self.tracker.acked(partition, seq, now)
-                else:
-                    echo = self.tracker.send_failed(partition, seq, err.name())
-            if echo is not None:
-                self._publish(echo)
-
-        return done
-
-    def _receive_loop(self) -> None:
-        while not self._drained.is_set():
-            # poll() returns as soon as one message arrives; consume(timeout=0) then drains what
-            # is already fetched. (consume() with a timeout would hold arrivals until it expires,
-            # adding up to that timeout to every measured latency.)
-            first = self._consumer.poll(0.05)
-            if first is None:
-                continue
-            msgs = [first, *self._consumer.consume(num_messages=1000, timeout=0)]
-            # Stamp after the drain: the drain can return messages sent after poll() returned
-            # (this thread may wait for the GIL in between), and a stamp taken before it gave
-            # them received_us < intended_us. Now it is late by at most the drain's duration.
-            now = self.clock.now_us()
-            for m in msgs:
-                if m.error():
-                    continue
-                head = decode(m.value())
-                if head is None or head.probe != self._hash:
-                    continue
-                with self._lock:
-                    echo = self.tracker.received(head.partition, head.seq, now)
-                if echo is not None:
-                    self._publish(echo)
-
     def _housekeeping_loop(self) -> None:
+        """Declare losses, serve the echo sink's reports, follow leader moves."""
+        assert self._transport is not None
         last_md = time.monotonic()
         while not self._drained.is_set():
             with self._lock:
                 lost = self.tracker.expire(self.clock.now_us())
             for echo in lost:
-                self._publish(echo)
-            self._echo_producer.poll(0)
+                self.publisher.publish(echo)
+            self.publisher.poll()
             if time.monotonic() - last_md > METADATA_REFRESH_S:
                 last_md = time.monotonic()
-                self._refresh_leaders()
+                self.planner.refresh(self._transport)
             time.sleep(HOUSEKEEPING_S)
-
-    def _refresh_leaders(self) -> None:
-        try:
-            md = self._producer.list_topics(self.config.topic, timeout=1)
-        except Exception:
-            return
-        topic = md.topics.get(self.config.topic)
-        if topic is not None and topic.error is None:
-            with self._lock:
-                for p, pm in topic.partitions.items():
-                    if pm.leader >= 0:
-                        self.leaders[p] = pm.leader
-
-    def _publish(self, record: Echo | Hiccup) -> None:
-        """Hand an echo to the echo producer; when its bounded buffer is full, count the drop."""
-        try:
-            self._echo_producer.produce(
-                self.config.echo_topic,
-                key=self.config.probe_id,
-                value=encode_record(record),
-                on_delivery=self._echo_done,
-            )
-        except BufferError:
-            self._dropped("echo buffer full")
-
-    def _echo_done(self, err: Any, _msg: Any) -> None:
-        if err is None:
-            self.echoes_published += 1
-        else:
-            self._dropped(err.str())
-
-    def _dropped(self, why: str) -> None:
-        self.echo_dropped += 1
-        now = time.monotonic()
-        if now - self._warned_at > 10:
-            self._warned_at = now
-            log.warning(
-                "dropping echo records (%s): %d dropped so far; probing continues",
-                why,
-                self.echo_dropped,
-            )
 
     # -- shutdown and state -------------------------------------------------------------------
 
@@ -296,10 +192,11 @@ class ProbeAgent:
         Every message sent gets its echo unless it is still unresolved when ``timeout_s`` runs
         out (counted in ``unresolved_at_stop``). Returns within about ``timeout_s`` + 1 s.
         """
+        assert self._transport is not None, "stop() before start()"
         timeout_s = self.config.shutdown_timeout if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
         self._stopping.set()
-        # The sender may be between produce() and tracker.sent(): wait for it to leave its loop
+        # The sender may be between send() and tracker.sent(): wait for it to leave its loop
         # before judging what is in flight, or its last message could lose its echo.
         if self._sender is not None:
             self._sender.join(max(0.0, deadline - time.monotonic()))
@@ -314,24 +211,25 @@ class ProbeAgent:
             held = self.tracker.release_held()
             self.unresolved_at_stop = len(self.tracker.in_flight)
         for echo in held:
-            self._publish(echo)
+            self.publisher.publish(echo)
         if self.unresolved_at_stop:
             log.warning(
                 "stopping with %d messages still in flight after %g s: they have no echo",
                 self.unresolved_at_stop,
                 timeout_s,
             )
-        self._echo_producer.flush(max(0.5, deadline - time.monotonic()))
-        self._consumer.close()
+        self.publisher.flush(max(0.5, deadline - time.monotonic()))
+        self._transport.close_receiver()
         if self._server is not None:
             self._server.shutdown()
-        # Release the producers now: this agent sits in reference cycles (its threads and the
+        # Release the clients now: this agent sits in reference cycles (its threads and the
         # hiccup meter point back at it), so it is only freed by a garbage-collection pass,
         # and until then their threads would go on reconnecting to the cluster. (Not while a
         # thread of ours that uses them is still running: it would fail on None.)
         if not any(t.is_alive() for t in self._threads):
-            self._echo_buffered_at_stop = len(self._echo_producer)
-            self._producer = self._echo_producer = None
+            self.publisher.release()
+            self._transport.release()
+            self._echo_sink = None
 
     def summary(self) -> str:
         """One line of totals, logged when the probe stops."""
@@ -359,13 +257,9 @@ class ProbeAgent:
             "partitions": parts,
             "leaders": leaders,
             "in_flight": in_flight,
-            "echo_dropped": self.echo_dropped,
-            "echo_buffered": (
-                self._echo_buffered_at_stop
-                if self._echo_producer is None
-                else len(self._echo_producer)
-            ),
-            "echoes_published": self.echoes_published,
+            "echo_dropped": self.publisher.dropped,
+            "echo_buffered": self.publisher.buffered,
+            "echoes_published": self.publisher.published,
             "hiccup_max_us": self._hiccups.last_max_us if self._hiccups else 0,
         }
 

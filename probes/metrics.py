@@ -71,3 +71,13 @@ class ProbeCollector(Collector):
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, value=value)
+
+
+def serve(snapshot: Callable[[], dict[str, Any]], host: str, port: int) -> Any:
+    """Serve /metrics from a registry of its own; the server (``shutdown()`` stops it)."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ProbeCollector(snapshot))
+    server, _ = start_http_server(port, addr=host, registry=registry)
+    return server

@@ -61,9 +61,10 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
     created (a full metadata request never auto-creates topics). Applies to both sources:
     ``--source kafka`` reads the same cluster. Raises ConfigError naming the field.
     """
-    from confluent_kafka import Consumer, KafkaError, KafkaException
+    from confluent_kafka import Consumer, KafkaException
 
     from core.config import ConfigError, resolve_secrets
+    from kafkautil import describe_topic
 
     quiet = logging.getLogger("nines.stream.preflight")
     if not quiet.handlers:
@@ -82,22 +83,16 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
     except KafkaException as exc:
         raise ConfigError(f"kafka: {exc.args[0].str()}") from None
     try:
-        md = consumer.list_topics(timeout=timeout_s)
-    except KafkaException as exc:
-        raise ConfigError(
-            f"bootstrap: cannot reach {config.bootstrap} ({exc.args[0].str()})"
-        ) from None
+        describe_topic(
+            consumer,
+            config.echo_topic,
+            bootstrap=config.bootstrap,
+            field="echo_topic",
+            hint="create it (nines probe creates nothing)",
+            timeout_s=timeout_s,
+        )
     finally:
         consumer.close()
-    topic = md.topics.get(config.echo_topic)
-    error = topic.error if topic is not None else None
-    if error is not None and error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-        raise ConfigError(f"echo_topic: {config.echo_topic!r} on {config.bootstrap}: {error.str()}")
-    if topic is None or error is not None or not topic.partitions:
-        raise ConfigError(
-            f"echo_topic: unknown topic {config.echo_topic!r} on {config.bootstrap}; "
-            "create it (nines probe creates nothing)"
-        )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,74 @@
+"""Topic metadata: does the topic exist, its partitions, their leaders and the cluster's brokers.
+
+The probe (its probe topic) and the stream job's pre-flight (its echo topic) ask the same
+question before they start; this is the one answer. It imports only ``core`` and
+confluent-kafka, so every stage may use it without importing another stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from core.config import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class TopicLayout:
+    """A topic as one metadata response shows it."""
+
+    topic: str
+    #: Partition → id of the broker that leads it (-1 while it has none).
+    leaders: dict[int, int]
+    #: Every broker of the cluster, leading a partition of this topic or not.
+    brokers: frozenset[int]
+
+
+def layout_of(metadata: Any, topic: str, *, bootstrap: str, field: str, hint: str) -> TopicLayout:
+    """The topic's layout from a ``ClusterMetadata``, or ConfigError naming ``field``.
+
+    An unknown topic (absent, UNKNOWN_TOPIC_OR_PART, or without partitions) says ``hint``;
+    any other topic error (e.g. not authorised) is quoted as the broker gave it.
+    """
+    from confluent_kafka import KafkaError
+
+    found = metadata.topics.get(topic)
+    error = found.error if found is not None else None
+    if error is not None and error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+        raise ConfigError(f"{field}: {topic!r} on {bootstrap}: {error.str()}")
+    if found is None or error is not None or not found.partitions:
+        raise ConfigError(f"{field}: unknown topic {topic!r} on {bootstrap}; {hint}")
+    return TopicLayout(
+        topic,
+        {p: pm.leader for p, pm in found.partitions.items()},
+        frozenset(metadata.brokers),
+    )
+
+
+def describe_topic(
+    client: Any, topic: str, *, bootstrap: str, field: str, hint: str, timeout_s: float
+) -> TopicLayout:
+    """Ask ``client`` (any confluent-kafka Producer, Consumer or AdminClient) for ``topic``.
+
+    One full metadata request, so nothing is auto-created. ConfigError names ``bootstrap`` when
+    the cluster does not answer within ``timeout_s``, else ``field`` (see :func:`layout_of`).
+    """
+    from confluent_kafka import KafkaException
+
+    try:
+        metadata = client.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise ConfigError(f"bootstrap: cannot reach {bootstrap} ({exc.args[0].str()})") from None
+    return layout_of(metadata, topic, bootstrap=bootstrap, field=field, hint=hint)
+
+
+def current_leaders(client: Any, topic: str, timeout_s: float) -> dict[int, int] | None:
+    """Partition → leader as the cluster says now; None when it does not answer (try later)."""
+    try:
+        metadata = client.list_topics(topic, timeout=timeout_s)
+    except Exception:
+        return None
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None:
+        return None
+    return {p: pm.leader for p, pm in found.partitions.items()}

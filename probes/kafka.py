@@ -1,0 +1,101 @@
+"""The Kafka transport: librdkafka's producer and consumer of the probe topic; the echo producer.
+
+The only probe module that knows Kafka; the rest reaches it through ``probes.transport.Transport``.
+Topic metadata comes from :mod:`kafkautil`, shared with the stream job's pre-flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from kafkautil import current_leaders, describe_topic
+from probes.config import ProbeConfig
+from probes.transport import AckReport, Layout
+
+#: Seconds to wait for the cluster's metadata at start, and for a leader refresh.
+DISCOVER_TIMEOUT_S = 5.0
+REFRESH_TIMEOUT_S = 1.0
+
+
+class KafkaTransport:
+    """Probe messages through one producer (acks served by ``serve_reports``) and one consumer."""
+
+    def __init__(self, config: ProbeConfig) -> None:
+        from confluent_kafka import Producer
+
+        self.topic, self.bootstrap = config.topic, config.bootstrap
+        self._clients = config.clients()
+        self._producer: Any = Producer(self._clients["producer"])
+        self._consumer: Any = None
+
+    def discover(self) -> Layout:
+        """The probe topic's partitions, leaders and the cluster's brokers."""
+        found = describe_topic(
+            self._producer,
+            self.topic,
+            bootstrap=self.bootstrap,
+            field="topic",
+            hint="create it with one partition per broker",
+            timeout_s=DISCOVER_TIMEOUT_S,
+        )
+        return Layout(found.leaders, found.brokers)
+
+    def leaders(self) -> dict[int, int] | None:
+        """Partition → leader now, or None."""
+        return current_leaders(self._producer, self.topic, REFRESH_TIMEOUT_S)
+
+    def open_receiver(self, partitions: list[int]) -> None:
+        """Assign ``partitions`` at their high watermarks (no group, no commits)."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        self._consumer = Consumer(self._clients["consumer"])
+        starts = []
+        for p in partitions:
+            _, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=5)
+            starts.append(TopicPartition(self.topic, p, high))
+        self._consumer.assign(starts)
+
+    def send(self, partition: int, seq: int, payload: bytes, report: AckReport) -> None:
+        """Produce to ``partition``; BufferError when librdkafka's queue is full."""
+
+        def done(err: Any, _msg: Any) -> None:
+            report(partition, seq, None if err is None else err.name())
+
+        self._producer.produce(self.topic, value=payload, partition=partition, on_delivery=done)
+
+    def serve_reports(self, timeout_s: float) -> None:
+        """Serve delivery reports as soon as librdkafka has them, so an ack is stamped when it
+        arrives (give or take a thread wake-up), not when some loop next polled.
+
+        (``Message.latency()`` is no substitute: it is measured when the report is served.)
+        """
+        self._producer.poll(timeout_s)
+
+    def receive(self, timeout_s: float) -> Iterable[bytes | None] | None:
+        """What arrived: ``poll`` returns on the first message, ``consume(timeout=0)`` then
+        drains what is already fetched.
+
+        (``consume()`` with a timeout would hold arrivals until it expires, adding up to that
+        timeout to every measured latency.)
+        """
+        first = self._consumer.poll(timeout_s)
+        if first is None:
+            return None
+        msgs = [first, *self._consumer.consume(num_messages=1000, timeout=0)]
+        return (m.value() for m in msgs if not m.error())
+
+    def close_receiver(self) -> None:
+        """Close the consumer."""
+        self._consumer.close()
+
+    def release(self) -> None:
+        """Drop the producer: its threads would otherwise go on reconnecting until a GC pass."""
+        self._producer = None
+
+
+def echo_producer(config: ProbeConfig) -> Any:
+    """The echo topic's producer (its buffer bounded by ``echo_buffer``)."""
+    from confluent_kafka import Producer
+
+    return Producer(config.clients()["echo_producer"])

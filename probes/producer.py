@@ -1,0 +1,91 @@
+"""The producer side of a probe: send on the open-loop schedule, stamp each ack as it arrives.
+
+Broker-neutral: messages go out through a :class:`~probes.transport.Transport`. The sender never
+waits for an ack or an echo: when it falls behind, the backlog keeps its intended times.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from core.echo import Echo
+from probes.clock import ProbeClock
+from probes.payload import encode
+from probes.schedule import Schedule
+from probes.tracker import Tracker
+from probes.transport import Transport
+
+#: Longest nap of the sender before a message is due, and its wait on a full queue (seconds).
+MAX_NAP_US = 5_000
+FULL_QUEUE_WAIT_S = 0.005
+
+
+class ProbeProducer:
+    """Sends every scheduled message and feeds its send and delivery report to the tracker.
+
+    ``lock`` guards the tracker (and ``leaders``), shared with the consumer and housekeeping.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        schedule: Schedule,
+        tracker: Tracker,
+        lock: threading.Lock,
+        clock: ProbeClock,
+        leaders: dict[int, int],
+        probe: bytes,
+        size: int,
+        publish: Callable[[Echo], None],
+        duration_s: float | None = None,
+    ) -> None:
+        self.transport, self.schedule, self.tracker = transport, schedule, tracker
+        self.lock, self.clock, self.leaders = lock, clock, leaders
+        self.probe, self.size, self.publish = probe, size, publish
+        self.end_us = None if duration_s is None else schedule.t0_us + int(duration_s * 1e6)
+
+    def send_until(self, stopping: threading.Event) -> None:
+        """Send each message at its intended time until ``stopping`` or the duration ends."""
+        schedule, clock, tracker, lock = self.schedule, self.clock, self.tracker, self.lock
+        send, report = self.transport.send, self.reported
+        while not stopping.is_set():
+            intended, partition, seq = schedule.next_due()
+            if self.end_us is not None and intended >= self.end_us:
+                return
+            now = clock.now_us()
+            if intended > now:
+                time.sleep(min(intended - now, MAX_NAP_US) / 1e6)
+                continue
+            payload = encode(self.probe, partition, seq, intended, self.size)
+            leader = self.leaders.get(partition, -1)
+            while True:
+                try:
+                    # Under the lock: the delivery report (another thread) and the message
+                    # itself (the receiver) must not reach the tracker before the send does.
+                    with lock:
+                        send(partition, seq, payload, report)
+                        tracker.sent(partition, seq, intended, clock.now_us(), leader)
+                    break
+                except BufferError:  # the queue is full: wait, keep the intended time
+                    time.sleep(FULL_QUEUE_WAIT_S)  # the delivery-report thread frees the queue
+                    if stopping.is_set():
+                        return
+            schedule.advance(partition)
+
+    def serve_acks(self, drained: threading.Event) -> None:
+        """Serve delivery reports as they arrive, until ``drained``."""
+        while not drained.is_set():
+            self.transport.serve_reports(0.05)
+
+    def reported(self, partition: int, seq: int, error: str | None) -> None:
+        """A delivery report: stamp it first, then hand the tracker's echo (if any) on."""
+        now = self.clock.now_us()
+        with self.lock:
+            if error is None:
+                echo = self.tracker.acked(partition, seq, now)
+            else:
+                echo = self.tracker.send_failed(partition, seq, error)
+        if echo is not None:
+            self.publish(echo)
