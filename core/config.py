@@ -109,6 +109,36 @@ def redact(text: str) -> str:
     return _QUOTED_VALUE.sub(lambda m: f'{m.group(1)}"<redacted>"', text)
 
 
+#: Kafka's own rule for topic names (legal characters, at most 249 of them).
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def kafka_topic_name(value: str) -> str:
+    """A topic name Kafka accepts; anything else would only fail later, at the broker."""
+    if not _TOPIC_NAME.fullmatch(value) or value in (".", ".."):
+        raise ValueError("must be a Kafka topic name: 1-249 of A-Z a-z 0-9 . _ -")
+    return value
+
+
+def check_port_free(host: str, port: int, field: str = "metrics-port") -> None:
+    """Fail now, before any connection, if a /metrics server could not bind ``host:port``."""
+    import socket
+
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers themselves do
+        try:
+            s.bind((host, port))
+        except OverflowError:
+            raise ConfigError(f"{field}: must be a TCP port (got {port})") from None
+        except OSError as exc:
+            raise ConfigError(
+                f"{field}: cannot listen on {host}:{port} ({exc.strerror}); "
+                "pick another port, or 0 for any free port"
+            ) from None
+
+
 def resolve_secrets(settings: Mapping[str, str], field: str = "kafka") -> dict[str, str]:
     """Client settings with ``env:VAR`` and ``file:PATH`` values resolved.
 

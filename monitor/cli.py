@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from core.config import ConfigError, redact
 from monitor import __version__
@@ -26,9 +27,16 @@ COMMAND_MODULES = (
 )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line naming it (as every other bad input), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(
+    """The full argument parser with every subcommand (each inherits the one-line errors)."""
+    parser = OneLineParser(
         prog="nines",
         description="nines: a live latency monitor for message brokers. "
         "Probes measure from the intended send time; Spark keeps mergeable HDR histograms; "

@@ -20,7 +20,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.config import ConfigError, build
+from core.config import ConfigError, build, check_port_free
 from core.hdr import quantile_label
 from core.sla import SlaConfig, load_sla
 from core.units import format_duration, parse_duration_s
@@ -155,7 +155,7 @@ def validate(args: argparse.Namespace) -> DemoOptions:
                 f"(--duration {args.duration}); got {args.hiccup!r}"
             )
     _stream_config(args, window_s, "127.0.0.1:9092", Path("."))
-    _check_port_free(args.metrics_port)
+    check_port_free("127.0.0.1", args.metrics_port)
     if args.workdir is not None and Path(args.workdir).exists() and not Path(args.workdir).is_dir():
         raise ConfigError(f"workdir: {args.workdir} exists and is not a directory")
     sla_path = getattr(args, "sla", None)
@@ -198,25 +198,6 @@ def _stream_config(
     except ConfigError as exc:
         field, sep, rest = str(exc).partition(": ")
         raise ConfigError(f"{_STREAM_FLAGS.get(field, field)}{sep}{rest}") from None
-
-
-def _check_port_free(port: int, host: str = "127.0.0.1") -> None:
-    """Fail now, not after the broker and probe started, if the exporter cannot bind."""
-    import socket
-
-    if port == 0:
-        return
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the exporter's server does
-        try:
-            s.bind((host, port))
-        except OverflowError:
-            raise ConfigError(f"metrics-port: must be a TCP port (got {port})") from None
-        except OSError as exc:
-            raise ConfigError(
-                f"metrics-port: cannot listen on {host}:{port} ({exc.strerror}); "
-                "pick another port, or 0 for any free port"
-            ) from None
 
 
 def run(args: argparse.Namespace) -> int:

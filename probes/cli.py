@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     """Validate the configuration and probe."""
-    from core.config import ConfigError, build, load_yaml, section
+    from core.config import ConfigError, build, check_port_free, load_yaml, section
     from probes.agent import run_probe
     from probes.config import ProbeConfig
 
@@ -67,4 +67,5 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("probe.bootstrap: required (--bootstrap or `probe: bootstrap:`)")
     config = build(ProbeConfig, values, flags, prefix="probe")
     config.client_settings()  # an unset env: or unreadable file: secret fails here, exit 2
+    check_port_free(config.metrics_host, config.metrics_port)  # before any connection
     return run_probe(config)

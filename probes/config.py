@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from core.config import StageConfig, resolve_secrets
+from core.config import StageConfig, kafka_topic_name, resolve_secrets
 from core.units import parse_duration_s, parse_rate, parse_size_bytes
 
 #: Bytes of the probe header inside every payload (see probes.payload).
@@ -51,7 +51,14 @@ class ProbeConfig(StageConfig):
             raise ValueError("must be a finite number of messages per second per partition")
         if rate <= 0:
             raise ValueError("must be > 0 messages per second per partition")
+        if rate > MAX_TOTAL_RATE:
+            raise ValueError(f"must be at most the probe's total limit of {MAX_TOTAL_RATE:g}/s")
         return rate
+
+    @field_validator("topic", "echo_topic")
+    @classmethod
+    def _topic(cls, v: str) -> str:
+        return kafka_topic_name(v)
 
     @field_validator("size", mode="before")
     @classmethod

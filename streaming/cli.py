@@ -97,7 +97,7 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
 
 def run(args: argparse.Namespace) -> int:
     """Validate the configuration, check the cluster, and run the job."""
-    from core.config import ConfigError, build, load_yaml, section
+    from core.config import ConfigError, build, check_port_free, load_yaml, section
     from streaming.config import StreamConfig
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -120,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if not values.get("bootstrap") and not args.bootstrap:
         raise ConfigError("stream.bootstrap: required (--bootstrap or `stream: bootstrap:`)")
     config = build(StreamConfig, values, flags, prefix="stream")
+    check_port_free(config.metrics_host, config.metrics_port)  # before any connection
     preflight(config)
     from streaming.job import run_stream  # Spark: only once the input is known to be good
 

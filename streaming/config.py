@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from core.config import StageConfig
+from core.config import StageConfig, kafka_topic_name
 from core.units import format_duration, parse_duration_s
+
+#: Spark master URLs Spark itself accepts (anything else fails only when the JVM starts).
+SPARK_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|(spark|k8s|mesos)://\S+|yarn")
 
 
 class StreamConfig(StageConfig):
@@ -18,7 +22,7 @@ class StreamConfig(StageConfig):
     windows: tuple[str, ...] = ("10s", "1m", "1h")
     watermark: float = 120.0
     digits: int = 3
-    lowest_us: int = 1
+    lowest_us: int = Field(default=1, ge=1)
     highest: float = 3600.0
     checkpoint: str | None = None
     archive: str | None = None
@@ -28,8 +32,8 @@ class StreamConfig(StageConfig):
     source: Literal["python", "kafka"] = "python"
     starting_offsets: Literal["latest", "earliest"] = "latest"
     master: str = "local[*]"
-    max_records_per_batch: int = 1_000_000
-    shuffle_partitions: int = 4
+    max_records_per_batch: int = Field(default=1_000_000, ge=1)
+    shuffle_partitions: int = Field(default=4, ge=1)
     state_store: Literal["rocksdb", "memory"] = "rocksdb"
     kafka: dict[str, str] = Field(default_factory=dict)
 
@@ -55,6 +59,21 @@ class StreamConfig(StageConfig):
         if seconds <= 0:
             raise ValueError("must be > 0")
         return seconds
+
+    @field_validator("echo_topic")
+    @classmethod
+    def _topic(cls, v: str) -> str:
+        return kafka_topic_name(v)
+
+    @field_validator("master")
+    @classmethod
+    def _master(cls, v: str) -> str:
+        if v and not SPARK_MASTER.fullmatch(v):
+            raise ValueError(
+                "must be local, local[N], local[*], local[N,F], spark://…, k8s://…, yarn, "
+                "or empty (spark-submit chooses)"
+            )
+        return v
 
     @field_validator("digits")
     @classmethod
