@@ -5,11 +5,13 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /opt/nines
 COPY pyproject.toml README.md ./
-COPY monitor monitor
+COPY core core
+COPY kafkautil kafkautil
 COPY probes probes
 COPY streaming streaming
+COPY monitor monitor
+COPY testbroker testbroker
 COPY dashboards dashboards
-COPY kafkautil kafkautil
 RUN pip install --no-cache-dir . \
  && printf 'import sys\nfrom monitor.cli import main\nsys.exit(main())\n' > /opt/nines/spark_main.py
 RUN useradd --uid 10001 --user-group --home /tmp nines

@@ -75,3 +75,11 @@ def test_the_check_catches_an_upward_and_a_sideways_import(tmp_path: Path) -> No
 @pytest.mark.parametrize("package", sorted(ALLOWED))
 def test_every_package_exists(package: str) -> None:
     assert (ROOT / package / "__init__.py").is_file()
+
+
+def test_the_image_and_the_wheel_ship_every_package() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    for package in ALLOWED:
+        assert f"COPY {package} {package}" in dockerfile, package
+        assert f'"{package}*"' in pyproject, package
