@@ -307,7 +307,7 @@ def _write_rules(sla: SlaConfig, workdir: Path) -> Path:
 
 
 def _loop(job, broker, probe, opts, stop, out) -> None:  # type: ignore[no-untyped-def]
-    from monitor.exporter import quantile_table
+    from monitor.tables import quantile_table
 
     duration_s, hiccup = opts.duration_s, opts.hiccup
     started = time.monotonic()
