@@ -229,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_pipeline(args: argparse.Namespace, opts: DemoOptions, workdir: Path) -> int:
-    from streaming import StreamJob
+    from monitor.pipeline import StreamPipeline
     from testbroker import EmbeddedBroker
 
     stop = _StopFlag()
@@ -245,7 +245,7 @@ def _run_pipeline(args: argparse.Namespace, opts: DemoOptions, workdir: Path) ->
             out.line(f"  probe    pid {probe.pid}, {opts.rate:g} msgs/s per partition, open loop")
             spark_log = workdir / "spark.log"
             out.line(f"  logs     Spark/JVM: {spark_log}  probe: {probe_log}")
-            job = StreamJob(stream_cfg)
+            job = StreamPipeline(stream_cfg)
             with jvm_output_to(spark_log):
                 job.start()
             try:
