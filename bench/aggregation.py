@@ -103,8 +103,9 @@ def hdrh_seconds(table: pa.Table, limit: int) -> tuple[float, int]:
 def run_worker(path: str, master: str, rows_per_batch: int, expected: int) -> dict[str, Any]:
     """In this process: replay the file through a ``StreamJob`` on ``master``; timings as JSON."""
     from bench.replay import ReplayDataSource
+    from monitor.pipeline import StreamPipeline
     from streaming.config import StreamConfig
-    from streaming.job import StreamJob, spark_session
+    from streaming.job import spark_session
 
     cores = int(master.removeprefix("local[").removesuffix("]"))
     config = StreamConfig.model_validate(
@@ -137,7 +138,7 @@ def run_worker(path: str, master: str, rows_per_batch: int, expected: int) -> di
             .load()
         )
 
-    job = StreamJob(config, spark=spark, on_batch=on_batch, source=source)
+    job = StreamPipeline(config, spark=spark, on_batch=on_batch, source=source)
     started = time.perf_counter()
     job.start(serve=False)
     try:

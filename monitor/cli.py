@@ -19,7 +19,7 @@ from monitor import __version__
 COMMAND_MODULES = (
     "testbroker.cli",
     "probes.cli",
-    "streaming.cli",
+    "monitor.pipeline",  # nines stream: the stream stage with the exporter as its sink
     "monitor.demo",
     "monitor.report.cli",
     "monitor.alerts.cli",

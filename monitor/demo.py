@@ -211,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_pipeline(args: argparse.Namespace, opts: DemoOptions, workdir: Path) -> int:
-    from streaming import StreamJob
+    from monitor.pipeline import StreamPipeline
     from testbroker import EmbeddedBroker
 
     stop = _StopFlag()
@@ -227,7 +227,7 @@ def _run_pipeline(args: argparse.Namespace, opts: DemoOptions, workdir: Path) ->
             out.line(f"  probe    pid {probe.pid}, {opts.rate:g} msgs/s per partition, open loop")
             spark_log = workdir / "spark.log"
             out.line(f"  logs     Spark/JVM: {spark_log}  probe: {probe_log}")
-            job = StreamJob(stream_cfg)
+            job = StreamPipeline(stream_cfg)
             with jvm_output_to(spark_log):
                 job.start()
             try:
@@ -289,7 +289,7 @@ def _write_rules(sla: SlaConfig, workdir: Path) -> Path:
 
 
 def _loop(job, broker, probe, opts, stop, out) -> None:  # type: ignore[no-untyped-def]
-    from monitor.exporter import quantile_table
+    from monitor.tables import quantile_table
 
     duration_s, hiccup = opts.duration_s, opts.hiccup
     started = time.monotonic()

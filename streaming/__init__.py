@@ -7,14 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["StreamConfig", "StreamJob", "run_stream"]
+__all__ = ["StreamConfig", "StreamJob", "WindowSink"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("StreamJob", "run_stream"):
-        from streaming import job
+    if name == "StreamJob":
+        from streaming.job import StreamJob
 
-        return getattr(job, name)
+        return StreamJob
+    if name == "WindowSink":
+        from streaming.sink import WindowSink
+
+        return WindowSink
     if name == "StreamConfig":
         from streaming.config import StreamConfig
 

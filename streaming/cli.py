@@ -1,4 +1,7 @@
-"""``nines stream``: the Spark job from echo records to windowed HDR histograms and /metrics."""
+"""``nines stream``'s flags and their config: the Spark job from echo records to histograms.
+
+``monitor.pipeline`` registers the command and runs it with the exporter as the job's sink.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +19,8 @@ EXAMPLES = """examples:
 """
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add the ``stream`` subcommand."""
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    """Add the ``stream`` subcommand's parser (the caller sets what runs it)."""
     p = sub.add_parser(
         "stream",
         help="Run the Spark job: echoes -> windowed HDR histograms -> Prometheus.",
@@ -47,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="where a first start begins (default latest)",
     )
     p.add_argument("--master", help="Spark master (default local[*])")
-    p.set_defaults(func=run)
+    return p
 
 
 #: Seconds the pre-flight check waits for the cluster's metadata (as the probe does).
@@ -95,12 +98,11 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
         consumer.close()
 
 
-def run(args: argparse.Namespace) -> int:
-    """Validate the configuration, check the cluster, and run the job."""
+def stream_config(args: argparse.Namespace) -> StreamConfig:
+    """The validated config from the YAML file and flags, once the cluster has been checked."""
     from core.config import ConfigError, build, check_port_free, load_yaml, section
     from streaming.config import StreamConfig
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     values = section(load_yaml(args.config), "stream")
     flags = {
         "bootstrap": args.bootstrap,
@@ -122,6 +124,4 @@ def run(args: argparse.Namespace) -> int:
     config = build(StreamConfig, values, flags, prefix="stream")
     check_port_free(config.metrics_host, config.metrics_port)  # before any connection
     preflight(config)
-    from streaming.job import run_stream  # Spark: only once the input is known to be good
-
-    return run_stream(config)
+    return config

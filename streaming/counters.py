@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from core.windows import SeriesKey
 
@@ -31,11 +31,12 @@ class StreamCounters:
     def merge(self, other: StreamCounters) -> StreamCounters:
         """Both batches' counts added."""
         return StreamCounters(
-            **{
-                name: _add(getattr(self, name), getattr(other, name))
-                for name in ("echoes", "lost", "late", "overflow", "bad", "data_loss")
-            }  # type: ignore[arg-type]
+            **{name: _add(getattr(self, name), getattr(other, name)) for name in COUNTER_FIELDS}  # type: ignore[arg-type]
         )
 
     #: HdrHistogram vocabulary: ``add`` merges.
     add = merge
+
+
+#: The counters' names in declaration order: the one list whoever walks the counters uses.
+COUNTER_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(StreamCounters))

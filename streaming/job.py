@@ -1,8 +1,9 @@
 """The stream job: source → parse → late marking → HDR buckets → windowed state → sink.
 
 Each stage is a function DataFrame → DataFrame; ``foreachBatch`` receives only closed windows
-(append mode: each exactly once), turns them into histograms and hands them to the exporter and
-the archive. With a checkpoint, a killed job restarts exactly where Spark's logs say.
+(append mode: each exactly once), turns them into histograms and hands them to the archive and
+the job's ``WindowSink`` (the exporter, which ``monitor`` wires in: the job knows none). With a
+checkpoint, a killed job restarts exactly where Spark's logs say.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ import pyarrow.compute as pc
 from core.config import resolve_secrets
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
-from monitor.exporter import LatencyExporter, MetricsServer
 from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
 from streaming.histograms import STAT_PREFIX, latency_rows, windowed_histograms
+from streaming.sink import WindowSink
 
 log = logging.getLogger("nines.stream")
 
@@ -223,12 +224,17 @@ def closed_windows(
             overflow[w.series] = w.hist.overflow
     windows.sort(key=lambda w: w.sort_key)
     return windows, StreamCounters(
-        echoes, lost, counters["late"], overflow, counters["bad"], counters["data_loss"]
+        echoes=echoes,
+        lost=lost,
+        late=counters["late"],
+        overflow=overflow,
+        bad=counters["bad"],
+        data_loss=counters["data_loss"],
     )
 
 
 class StreamJob:
-    """The running query plus its exporter; ``start()``, then ``stop()``."""
+    """The running query; closed windows leave through ``sink`` and ``on_batch``."""
 
     def __init__(
         self,
@@ -236,25 +242,19 @@ class StreamJob:
         spark: Any = None,
         on_batch: BatchCallback | None = None,
         source: SourceFactory | None = None,
+        sink: WindowSink | None = None,
     ) -> None:
         self.config = config
         self.spark = spark
         self.on_batch = on_batch
         self.source = source
+        self.sink = sink
         self.layout = HdrLayout(config.lowest_us, int(config.highest * 1e6), config.digits)
         self.resolutions_us = {r: s * 1_000_000 for r, s in config.window_seconds.items()}
-        finest = min(self.resolutions_us, key=lambda r: self.resolutions_us[r])
-        self.exporter = LatencyExporter(finest_resolution=finest)
-        self.server: MetricsServer | None = None
         self.query: Any = None
         self.batches = 0
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._lock = threading.Lock()
-
-    @property
-    def metrics_port(self) -> int | None:
-        """The port /metrics is served on (None before ``start``)."""
-        return self.server.port if self.server else None
 
     @property
     def checkpoint(self) -> str:
@@ -265,12 +265,10 @@ class StreamJob:
             self._tmp = tempfile.TemporaryDirectory(prefix="nines-ckpt-")
         return self._tmp.name
 
-    def start(self, serve: bool = True) -> StreamJob:
-        """Build and start the query; serve /metrics."""
+    def start(self) -> StreamJob:
+        """Build and start the query."""
         if self.spark is None:
             self.spark = spark_session(self.config)
-        if serve:
-            self.server = self.exporter.serve(self.config.metrics_host, self.config.metrics_port)
         aggregated = build_query(self.spark, self.config, self.checkpoint, self.source)
         self.query = (
             aggregated.writeStream.outputMode("append")
@@ -289,14 +287,15 @@ class StreamJob:
             from streaming.archive import write_windows
 
             write_windows(self.config.archive, batch_id, windows)
-        self.exporter.update(windows, counters)
-        self._health()
+        if self.sink is not None:
+            self.sink.update(windows, counters)
+            self._health(self.sink)
         with self._lock:
             self.batches += 1
         if self.on_batch:
             self.on_batch(batch_id, windows, counters)
 
-    def _health(self) -> None:
+    def _health(self, sink: WindowSink) -> None:
         progress = self.query.lastProgress if self.query else None
         if not progress:
             return
@@ -307,13 +306,9 @@ class StreamJob:
             wm_s = datetime.fromisoformat(wm.replace("Z", "+00:00")).timestamp()
             lag_s = max(0.0, time.time() - wm_s) if wm_s > 0 else 0.0
         state = sum(op.get("numRowsTotal", 0) for op in progress.get("stateOperators", []))
-        self.exporter.set_pipeline_health(
+        sink.set_pipeline_health(
             duration_s, float(progress.get("inputRowsPerSecond") or 0.0), lag_s, state, time.time()
         )
-
-    def latest_windows(self) -> dict[str, list[WindowHistogram]]:
-        """Resolution → the latest closed window of each series."""
-        return self.exporter.latest_windows()
 
     def process_all_available(self) -> None:
         """Block until everything currently in Kafka has been processed (tests, demo)."""
@@ -324,33 +319,9 @@ class StreamJob:
         return bool(self.query.awaitTermination(timeout_s))
 
     def stop(self) -> None:
-        """Stop the query and the metrics server."""
+        """Stop the query."""
         if self.query is not None:
             try:
                 self.query.stop()
             except Exception:
                 log.exception("stopping the query")
-        if self.server is not None:
-            self.server.close()
-            self.server = None
-
-
-def run_stream(config: StreamConfig) -> int:
-    """Run until SIGTERM/SIGINT (exit 0) or until the query fails (exit 1)."""
-    import signal
-
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    job = StreamJob(config).start()
-    log.info("nines stream: /metrics on %s:%s", config.metrics_host, job.metrics_port)
-    try:
-        while not stop.is_set():
-            if not job.query.isActive:
-                exc = job.query.exception()
-                log.error("the query stopped: %s", exc)
-                return 1
-            stop.wait(0.5)
-    finally:
-        job.stop()
-    return 0

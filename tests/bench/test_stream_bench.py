@@ -105,7 +105,8 @@ def hdrh_baseline(echoes: list[Echo]) -> float:
 
 
 def test_stream_aggregation_throughput(broker: Any) -> None:
-    from streaming.job import StreamJob, spark_session
+    from monitor.pipeline import StreamPipeline
+    from streaming.job import spark_session
 
     t0 = (int(time.time()) // 3600 * 3600 - 3 * 3600) * 1_000_000
     echoes = generate(ECHOES, t0)
@@ -157,7 +158,7 @@ def test_stream_aggregation_throughput(broker: Any) -> None:
     # warm-up: Spark's Python workers, code generation and the state store, on other data
     warm = generate(WARMUP, t0 - 1_800_000_000, cluster="warmup")
     send([encode_record(e) for e in warm])
-    job = StreamJob(config, spark=spark, on_batch=on_batch)
+    job = StreamPipeline(config, spark=spark, on_batch=on_batch)
     cold_started = time.perf_counter()
     job.start(serve=False)
     try:

@@ -317,7 +317,7 @@ class LiveProducer:
 
 
 def test_freshness(broker: Any, spark: Any, result: dict[str, Any]) -> None:
-    from streaming.job import StreamJob
+    from monitor.pipeline import StreamPipeline
 
     topic = unique_topic(broker, 2)
     config = _config(broker.bootstrap, topic, watermark=f"{WATERMARK_S}s")
@@ -330,13 +330,13 @@ def test_freshness(broker: Any, spark: Any, result: dict[str, Any]) -> None:
                 sinks[w.window_end_us] = (batch_id, now)
 
     live = LiveProducer(broker.bootstrap, topic, RATE).start()
-    job = StreamJob(config, spark=spark, on_batch=on_batch)
+    job = StreamPipeline(config, spark=spark, on_batch=on_batch)
     seen: dict[int, tuple[float, float]] = {}  # window end µs → (first seen on /metrics, samples)
     try:
         job.start()
         port = job.metrics_port
         assert port
-        wait_for(lambda: job.batches >= 2, timeout_s=120)  # cold start: JVM code gen, workers
+        wait_for(lambda: job.job.batches >= 2, timeout_s=120)  # cold start: JVM code gen, workers
         warm_s = time.time()
         # the first window measured starts after the warm-up and after the producer started
         first_end = (int(warm_s) // 10 + 2) * 10_000_000
@@ -470,7 +470,7 @@ def memory_echoes(t0_us: int) -> Iterator[bytes]:
 
 
 def test_memory_10k_series(broker: Any, spark: Any, result: dict[str, Any]) -> None:
-    from streaming.job import StreamJob
+    from monitor.pipeline import StreamPipeline
 
     topic = unique_topic(broker, ECHO_PARTITIONS)
     # default watermark (2 min): 10s and 1m windows stay open 2 min, the hour stays open
@@ -509,7 +509,7 @@ def test_memory_10k_series(broker: Any, spark: Any, result: dict[str, Any]) -> N
 
     sampler = MemorySampler(0.5)
     baseline = sampler.sample()  # the JVM is up (the freshness job ran in it, if selected)
-    job = StreamJob(config, spark=spark, on_batch=on_batch)
+    job = StreamPipeline(config, spark=spark, on_batch=on_batch)
     started = time.perf_counter()
     state_peak = {"rows": 0, "bytes": 0}
     try:

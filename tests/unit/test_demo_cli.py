@@ -179,7 +179,7 @@ def test_render_tables_attributes_a_spike_to_the_probe_or_the_broker() -> None:
     from rich.console import Console
 
     from monitor.demo import render_tables
-    from monitor.exporter import quantile_table
+    from monitor.tables import quantile_table
 
     def screen(probe_pause_us: int, e2e_us: list[int]) -> str:
         latest = {

@@ -88,7 +88,7 @@ def test_late_echoes_are_counted_once_and_resolutions_stay_consistent(
         ),
         spark=spark,
         on_batch=sink,
-    ).start(serve=False)
+    ).start()
     try:
         sink.wait(job, lambda s: sum(w.resolution == "10s" for w in s.windows) >= 3 * 2 * 2)
         assert not any(w.resolution == "1m" for w in sink.windows)  # the minute is still open

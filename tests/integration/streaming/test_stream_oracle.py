@@ -162,7 +162,7 @@ def test_oracle_windows_late_and_bad(broker: Any, spark: Any) -> None:
         spark=spark,
         on_batch=sink,
     )
-    job.start(serve=False)
+    job.start()
     try:
         n_10s = MINUTES * 6
         sink.wait(
@@ -292,7 +292,7 @@ def test_retention_gap_is_counted_and_job_continues(broker: Any, spark: Any, tmp
         prod.produce(topic, value=echo(i, t0 + i * 10_000))
     prod.flush()
     sink = Collector()
-    job = StreamJob(cfg, spark=spark, on_batch=sink).start(serve=False)
+    job = StreamJob(cfg, spark=spark, on_batch=sink).start()
     job.process_all_available()
     job.stop()
     # while the job is down, write far more than the broker retains (~5 MiB per partition)
@@ -303,7 +303,7 @@ def test_retention_gap_is_counted_and_job_continues(broker: Any, spark: Any, tmp
             prod.flush()
     prod.produce(topic, value=echo(99_999, t0 + 600_000_000))
     prod.flush()
-    job = StreamJob(cfg, spark=spark, on_batch=sink).start(serve=False)
+    job = StreamJob(cfg, spark=spark, on_batch=sink).start()
     try:
         sink.wait(lambda s: s.counters.data_loss and s.counters.echoes)
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import urllib.request
@@ -12,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
-from monitor.exporter import DEFAULT_LE, LatencyExporter, quantile_table
+from monitor.exporter import DEFAULT_LE, LatencyExporter
 
 LAYOUT = HdrLayout()
 
@@ -117,11 +118,29 @@ def test_pipeline_health_and_promtool_lint_and_http() -> None:
         server.close()
 
 
-def test_quantile_table_rows() -> None:
-    rows = quantile_table([window(list(range(1, 1001)))])
-    (row,) = rows
-    assert row["samples"] == 1000 and row["max"] == pytest.approx(0.001)
-    assert row["p99.9"] is not None and row["p99.99"] is None
+def test_every_stream_counter_is_exported_cumulatively() -> None:
+    """Each StreamCounters field has its counter family, and batches add up."""
+    from monitor.exporter.exposition import COUNTER_FAMILIES
+    from streaming.counters import COUNTER_FIELDS, StreamCounters
+
+    assert list(COUNTER_FIELDS) == [f.name for f in dataclasses.fields(StreamCounters)]
+    assert set(COUNTER_FAMILIES) == set(COUNTER_FIELDS)
+    exp = LatencyExporter()
+    batch = StreamCounters(
+        echoes={("c", "t", "0"): 3},
+        lost={("c", "t", "0"): 1},
+        late={("c", "t", "0"): 2},
+        overflow={SeriesKey("c", "t", "0", "e2e"): 4},
+        bad={"not_json": 5},
+        data_loss={("t", "0"): 6},
+    )
+    exp.update([], batch)
+    exp.update([], batch)
+    s = scrape(exp)
+    for name, (family, _, _) in COUNTER_FAMILIES.items():
+        (value,) = getattr(batch, name).values()
+        got = [x.value for x in s[f"{family}_total"] if x.value]
+        assert got == [2 * value], name
 
 
 def test_prerendered_lines_parse_back_escape_and_follow_the_latest_window() -> None:

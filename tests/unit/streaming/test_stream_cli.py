@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -64,16 +63,16 @@ def test_unreachable_bootstrap_exits_2_before_spark() -> None:
 
 @pytest.fixture
 def no_spark(monkeypatch: pytest.MonkeyPatch) -> list[object]:
-    """Replace streaming.job (Spark) by a stub that records the configs it would run."""
+    """Replace the pipeline's run (Spark) by a stub that records the configs it would run."""
+    import monitor.pipeline
+
     started: list[object] = []
 
     def run_stream(config: object) -> int:
         started.append(config)
         return 0
 
-    stub = types.ModuleType("streaming.job")
-    stub.run_stream = run_stream  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "streaming.job", stub)
+    monkeypatch.setattr(monitor.pipeline, "run_stream", run_stream)
     return started
 
 

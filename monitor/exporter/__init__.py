@@ -1,0 +1,12 @@
+"""Prometheus exporter of closed windows: high nines (sample-size gated), exact max, histograms.
+
+Laid out as prometheus_client is: ``state`` (the latest windows, cumulative counters and
+buckets), ``exposition`` (the text format), ``server`` (/metrics over HTTP, gzip). Quantiles are
+read from (merged) histograms only; nothing here averages a quantile.
+"""
+
+from monitor.exporter.exposition import CONTENT_TYPE
+from monitor.exporter.server import MetricsServer
+from monitor.exporter.state import DEFAULT_LE, LatencyExporter
+
+__all__ = ["CONTENT_TYPE", "DEFAULT_LE", "LatencyExporter", "MetricsServer"]

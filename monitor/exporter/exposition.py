@@ -1,0 +1,219 @@
+"""The /metrics body in the Prometheus text format (0.0.4): what a scrape of the exporter returns.
+
+The small families (window ends, counters, pipeline health) are prometheus_client metric families
+written by its ``generate_latest``. The per-window gauges and the cumulative histogram are
+rendered by hand, for speed: with 10,200 series × 3 resolutions, building metric families on every
+scrape took 5.7 s per scrape (label validation and quantile reads for 476k samples); rendering a
+closed window's lines once, when it arrives, and joining text per scrape takes 0.4 s (commit
+a121808). The hand-written lines are checked byte for byte against prometheus_client's rendering
+(tests/unit/exporter). Nothing here reads a quantile from anything but a (merged) histogram.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.utils import floatToGoString
+
+from core.hdr import min_samples_for
+from core.windows import SeriesKey, WindowHistogram
+from streaming.counters import StreamCounters
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+SERIES_LABELS = ["cluster", "topic", "partition", "kind"]
+TOPIC_LABELS = ["cluster", "topic", "partition"]
+
+#: The per-window gauge families, in exposition order: (name, help, attribute of WindowLines).
+WINDOW_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    (
+        "nines_latency_seconds",
+        "Quantile of the latest closed window's HDR histogram (only with >= 1/(1-q) samples).",
+        "quantiles",
+    ),
+    ("nines_latency_max_seconds", "Exact max of the latest closed window.", "max"),
+    ("nines_latency_window_samples", "Samples in the latest closed window.", "samples"),
+    ("nines_latency_window_lost", "Lost messages in the latest closed window.", "lost"),
+)
+HISTOGRAM = "nines_latency_histogram_seconds"
+HISTOGRAM_HELP = "Latency of every closed window of the finest resolution, cumulative since start."
+
+#: StreamCounters field → (counter family, help, labels), in exposition order; every field of
+#: ``COUNTER_FIELDS`` has one (a unit test holds them together).
+COUNTER_FAMILIES: dict[str, tuple[str, str, list[str]]] = {
+    "echoes": ("nines_echoes", "Echoes counted in closed windows.", TOPIC_LABELS),
+    "lost": ("nines_lost", "Echoes of lost probe messages.", TOPIC_LABELS),
+    "late": ("nines_late_echoes", "Echoes behind the watermark.", TOPIC_LABELS),
+    "bad": ("nines_bad_echoes", "Malformed echo records skipped.", ["reason"]),
+    "overflow": (
+        "nines_latency_overflow",
+        "Samples above the histogram's highest trackable value.",
+        SERIES_LABELS,
+    ),
+    "data_loss": (
+        "nines_data_loss_offsets",
+        "Echo topic offsets that vanished before the job read them.",
+        ["topic", "partition"],
+    ),
+}
+
+#: Pipeline health gauge (``nines_stream_<name>``) → help, in exposition order.
+HEALTH_DOCS: dict[str, str] = {
+    "batch_duration_seconds": "Duration of the last micro-batch.",
+    "input_rows_per_second": "Input rate of the last micro-batch.",
+    "watermark_lag_seconds": "Now minus the event-time watermark.",
+    "state_rows": "Rows in Spark's aggregation state.",
+    "last_batch_timestamp_seconds": "When the last micro-batch finished.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WindowLines:
+    """A closed window's exposition lines, one string per family (rendered once)."""
+
+    quantiles: str
+    max: str
+    samples: str
+    lost: str
+
+
+def series_key(s: SeriesKey) -> tuple[str, str, str, str]:
+    """The series' label values in ``SERIES_LABELS`` order (also its sort order)."""
+    return (s.cluster, s.topic, s.partition, s.kind)
+
+
+def _escape(value: str) -> str:
+    """A label value as the text format wants it."""
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+def _labels(pairs: Mapping[str, str], extra: str | None = None) -> str:
+    """``name="value",…`` sorted by name, as prometheus_client writes them.
+
+    With ``extra`` (a label whose value varies per line: ``quantile``, ``le``) the result is a
+    ``str.format`` template with ``{}`` in that label's place.
+    """
+    if extra is None:
+        return ",".join(f'{n}="{_escape(pairs[n])}"' for n in sorted(pairs))
+    fixed = {n: _escape(v).replace("{", "{{").replace("}", "}}") for n, v in pairs.items()}
+    fixed[extra] = "{}"
+    return ",".join(f'{n}="{fixed[n]}"' for n in sorted(fixed))
+
+
+def _series_pairs(s: SeriesKey) -> dict[str, str]:
+    return dict(zip(SERIES_LABELS, series_key(s), strict=True))
+
+
+def render_window(
+    w: WindowHistogram, quantiles: Sequence[float], quantile_texts: Sequence[str]
+) -> WindowLines:
+    """The window's lines for each per-window family (quantiles gated by sample count)."""
+    s = w.series
+    pairs = {**_series_pairs(s), "window": w.resolution}
+    lv, lq = _labels(pairs), _labels(pairs, extra="quantile")
+    total = w.hist.total
+    supported = [
+        (q, qt)
+        for q, qt in zip(quantiles, quantile_texts, strict=True)
+        if total >= min_samples_for(q)
+    ]
+    values = w.hist.values_at_quantiles([q for q, _ in supported])
+    lines = "".join(
+        f"nines_latency_seconds{{{lq.format(qt)}}} {floatToGoString(v / 1e6)}\n"
+        for (_, qt), v in zip(supported, values, strict=True)
+    )
+    return WindowLines(
+        lines,
+        f"nines_latency_max_seconds{{{lv}}} {floatToGoString(w.hist.max_us / 1e6)}\n",
+        f"nines_latency_window_samples{{{lv}}} {floatToGoString(total)}\n",
+        f"nines_latency_window_lost{{{lv}}} {floatToGoString(w.lost)}\n" if s.kind == "e2e" else "",
+    )
+
+
+def window_text(lines: Sequence[WindowLines]) -> str:
+    """The per-window gauge families from windows' pre-rendered lines, in the given order."""
+    parts = []
+    for name, doc, attr in WINDOW_FAMILIES:
+        parts.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")
+        parts.extend(getattr(w, attr) for w in lines)
+    return "".join(parts)
+
+
+def histogram_text(
+    le_seconds: Sequence[float],
+    buckets: Mapping[SeriesKey, Sequence[int]],
+    count: Mapping[SeriesKey, int],
+    sum_s: Mapping[SeriesKey, float],
+) -> str:
+    """Cumulative ``le`` buckets, count and sum of every series (they change every batch)."""
+    les = [floatToGoString(le) for le in le_seconds]
+    out = [f"# HELP {HISTOGRAM} {HISTOGRAM_HELP}\n# TYPE {HISTOGRAM} histogram\n"]
+    for s in sorted(buckets, key=series_key):
+        pairs = _series_pairs(s)
+        lv, ll = _labels(pairs), _labels(pairs, extra="le")
+        total = count[s]
+        for le, c in zip(les, buckets[s], strict=True):
+            out.append(f"{HISTOGRAM}_bucket{{{ll.format(le)}}} {floatToGoString(c)}\n")
+        out.append(f"{HISTOGRAM}_bucket{{{ll.format('+Inf')}}} {floatToGoString(total)}\n")
+        out.append(f"{HISTOGRAM}_count{{{lv}}} {floatToGoString(total)}\n")
+        out.append(f"{HISTOGRAM}_sum{{{lv}}} {floatToGoString(sum_s[s])}\n")
+    return "".join(out)
+
+
+def window_end_family(window_end_us: Mapping[str, int]) -> Any:
+    """End of the latest closed window of each resolution."""
+    end = GaugeMetricFamily(
+        "nines_latency_window_end_timestamp_seconds",
+        "End of the latest closed window of each resolution.",
+        labels=["window"],
+    )
+    for res, end_us in sorted(window_end_us.items()):
+        end.add_metric([res], end_us / 1e6)
+    return end
+
+
+def _label_values(key: Any) -> tuple[str, ...]:
+    if isinstance(key, SeriesKey):
+        return series_key(key)
+    if isinstance(key, str):
+        return (key,)
+    return tuple(str(k) for k in key)
+
+
+def counter_families(counters: StreamCounters) -> Iterable[Any]:
+    """One counter family per StreamCounters field (cumulative since the exporter started)."""
+    for attr, (name, doc, labels) in COUNTER_FAMILIES.items():
+        fam = CounterMetricFamily(name, doc, labels=labels)
+        values: Mapping[Any, int] = getattr(counters, attr)
+        for k in sorted(values, key=lambda k: series_key(k) if isinstance(k, SeriesKey) else k):
+            fam.add_metric(list(_label_values(k)), values[k])
+        yield fam
+
+
+def health_families(health: Mapping[str, float], batches: int) -> Iterable[Any]:
+    """Micro-batches completed and the last one's health gauges (those recorded)."""
+    yield CounterMetricFamily("nines_stream_batches", "Micro-batches completed.", value=batches)
+    for name, doc in HEALTH_DOCS.items():
+        if name in health:
+            yield GaugeMetricFamily(f"nines_stream_{name}", doc, value=health[name])
+
+
+class _Families:
+    """What ``generate_latest`` needs: something with ``collect()``."""
+
+    def __init__(self, families: list[Any]) -> None:
+        self.families = families
+
+    def collect(self) -> list[Any]:
+        return self.families
+
+
+def body(windows: str, window_end: Any, histogram: str, rest: Sequence[Any]) -> bytes:
+    """The whole body: window gauges, window ends, the histogram, then counters and health."""
+    head = generate_latest(_Families([window_end]))
+    tail = generate_latest(_Families(list(rest)))
+    return windows.encode() + head + histogram.encode() + tail

@@ -1,0 +1,52 @@
+"""The /metrics HTTP server: serves a body callable, gzipped when the scraper accepts it.
+
+Not prometheus_client's ``start_http_server``: that one renders a registry's families on every
+scrape (and answers OpenMetrics when Prometheus asks for it), while ours serves the exporter's
+joined text-format body as is (see ``exposition``); gzip level 1 keeps a 51 MB body cheap.
+"""
+
+from __future__ import annotations
+
+import gzip
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from monitor.exporter.exposition import CONTENT_TYPE
+
+
+class MetricsServer:
+    """A running /metrics HTTP server (gzip when the scraper accepts it); ``close()`` stops it."""
+
+    def __init__(self, body: Callable[[], bytes], host: str, port: int) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                data = body()
+                gzipped = "gzip" in self.headers.get("Accept-Encoding", "")
+                if gzipped:
+                    data = gzip.compress(data, compresslevel=1)
+                self.send_response(200)
+                self.send_header("Content-Type", CONTENT_TYPE)
+                if gzipped:
+                    self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *_: Any) -> None:  # scrapes are not log lines
+                pass
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="nines-metrics", daemon=True
+        )
+        self._thread.start()
+        self.host = host
+        self.port = int(self._server.server_address[1])
+
+    def close(self) -> None:
+        """Stop serving."""
+        self._server.shutdown()
+        self._server.server_close()

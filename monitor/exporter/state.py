@@ -1,0 +1,157 @@
+"""The exporter's state: the latest closed window of every series, cumulative counters and buckets.
+
+The stream job hands over closed windows and counters (it is the job's ``WindowSink``). A closed
+window is final, so its exposition lines are rendered once, when it arrives (``exposition``
+says why); a scrape joins them with the families built from the cumulative state.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.utils import floatToGoString
+
+from core.echo import BAD_REASONS
+from core.hdr import REPORTED_QUANTILES
+from core.sla import BUCKET_BOUNDARIES_S
+from core.units import parse_duration_s
+from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram
+from monitor.exporter import exposition
+from streaming.counters import COUNTER_FIELDS, StreamCounters
+
+if TYPE_CHECKING:
+    from monitor.exporter.server import MetricsServer
+
+#: ``le`` boundaries (seconds) of ``nines_latency_histogram_seconds`` (the SLA's layout).
+DEFAULT_LE: tuple[float, ...] = BUCKET_BOUNDARIES_S
+
+
+@dataclass
+class _Histograms:
+    """Cumulative ``le`` buckets, count and sum of each series since the exporter started."""
+
+    buckets: dict[SeriesKey, list[int]] = field(default_factory=dict)
+    count: dict[SeriesKey, int] = field(default_factory=dict)
+    sum_s: dict[SeriesKey, float] = field(default_factory=dict)
+
+
+def _add(into: dict[Any, int], key: Any, value: int) -> None:
+    into[key] = into.get(key, 0) + int(value)
+
+
+class LatencyExporter:
+    """Exports the latest closed window of every series and resolution, plus cumulative counters."""
+
+    def __init__(
+        self,
+        quantiles: Sequence[float] = REPORTED_QUANTILES,
+        le_seconds: Sequence[float] = DEFAULT_LE,
+        finest_resolution: str | None = None,
+    ) -> None:
+        self.quantiles = tuple(quantiles)
+        self.le_seconds = tuple(le_seconds)
+        self.finest_resolution = finest_resolution
+        self._lock = threading.Lock()
+        self._latest: dict[tuple[str, SeriesKey], WindowHistogram] = {}
+        self._lines: dict[tuple[str, SeriesKey], exposition.WindowLines] = {}
+        self._quantile_texts = [floatToGoString(q) for q in self.quantiles]
+        self._le_us = [int(le * 1e6) for le in self.le_seconds]
+        self._window_end: dict[str, int] = {}
+        self._counters: dict[str, dict[Any, int]] = {name: {} for name in COUNTER_FIELDS}
+        self._counters["bad"].update(dict.fromkeys(BAD_REASONS, 0))
+        self._hist = _Histograms()
+        self._health: dict[str, float] = {}
+        self._batches = 0
+
+    def update(
+        self, windows: Sequence[WindowHistogram], counters: StreamCounters | None = None
+    ) -> None:
+        """Take a batch of closed windows (each final) and the batch's counters."""
+        with self._lock:
+            if self.finest_resolution is None and windows:
+                self.finest_resolution = min((w.resolution for w in windows), key=parse_duration_s)
+            for w in windows:
+                key = (w.resolution, w.series)
+                current = self._latest.get(key)
+                if current is None or w.window_end_us >= current.window_end_us:
+                    self._latest[key] = w
+                    self._lines[key] = exposition.render_window(
+                        w, self.quantiles, self._quantile_texts
+                    )
+                self._window_end[w.resolution] = max(
+                    self._window_end.get(w.resolution, 0), w.window_end_us
+                )
+                if w.resolution == self.finest_resolution and w.series.partition != ALL_PARTITIONS:
+                    self._accumulate(w, derive_counts=counters is None)
+            if counters is not None:
+                for name in COUNTER_FIELDS:
+                    into = self._counters[name]
+                    for k, v in getattr(counters, name).items():
+                        _add(into, k, v)
+
+    def _accumulate(self, w: WindowHistogram, derive_counts: bool) -> None:
+        s, cum = w.series, self._hist
+        buckets = cum.buckets.setdefault(s, [0] * len(self.le_seconds))
+        for i, c in enumerate(w.hist.counts_at_or_below(self._le_us)):
+            buckets[i] += c
+        _add(cum.count, s, w.hist.total)
+        cum.sum_s[s] = cum.sum_s.get(s, 0.0) + w.hist.sum_us / 1e6
+        if derive_counts and s.kind == "e2e":
+            topic = (s.cluster, s.topic, s.partition)
+            _add(self._counters["echoes"], topic, w.hist.total)
+            _add(self._counters["lost"], topic, w.lost)
+        if derive_counts and w.hist.overflow:
+            _add(self._counters["overflow"], s, w.hist.overflow)
+
+    def set_pipeline_health(
+        self,
+        batch_duration_s: float,
+        input_rows_per_s: float,
+        watermark_lag_s: float,
+        state_rows: int,
+        last_batch_ts: float | None = None,
+    ) -> None:
+        """Record one completed micro-batch's health figures."""
+        with self._lock:
+            self._batches += 1
+            self._health = {
+                "batch_duration_seconds": batch_duration_s,
+                "input_rows_per_second": input_rows_per_s,
+                "watermark_lag_seconds": watermark_lag_s,
+                "state_rows": float(state_rows),
+                "last_batch_timestamp_seconds": last_batch_ts or time.time(),
+            }
+
+    def latest_windows(self) -> dict[str, list[WindowHistogram]]:
+        """Resolution → the latest closed window of each series (for live views)."""
+        with self._lock:
+            out: dict[str, list[WindowHistogram]] = {}
+            for (res, _), w in self._latest.items():
+                out.setdefault(res, []).append(w)
+            return out
+
+    def exposition(self) -> bytes:
+        """The whole /metrics body in the Prometheus text format (version 0.0.4)."""
+        with self._lock:
+            order = sorted(self._lines, key=lambda k: (k[0], exposition.series_key(k[1])))
+            windows = exposition.window_text([self._lines[k] for k in order])
+            end = exposition.window_end_family(self._window_end)
+            counters = StreamCounters(**self._counters)
+            rest = [
+                *exposition.counter_families(counters),
+                *exposition.health_families(self._health, self._batches),
+            ]
+            hist = exposition.histogram_text(
+                self.le_seconds, self._hist.buckets, self._hist.count, self._hist.sum_s
+            )
+        return exposition.body(windows, end, hist, rest)
+
+    def serve(self, host: str = "127.0.0.1", port: int = 9464) -> MetricsServer:
+        """Serve /metrics from this exporter; port 0 picks a free port."""
+        from monitor.exporter.server import MetricsServer
+
+        return MetricsServer(self.exposition, host, port)

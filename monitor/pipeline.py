@@ -1,0 +1,119 @@
+"""The stream stage composed with the exporter: ``nines stream`` and the demo run the job this way.
+
+The Spark job knows no exporter: it hands closed windows, counters and pipeline health to a
+``streaming.sink.WindowSink``. Here the exporter becomes that sink and /metrics is served.
+Spark and the exporter are imported only when a pipeline is built, so ``nines --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from core.windows import WindowHistogram
+    from monitor.exporter import LatencyExporter, MetricsServer
+    from streaming.config import StreamConfig
+    from streaming.job import BatchCallback, SourceFactory
+
+log = logging.getLogger("nines.stream")
+
+
+class StreamPipeline:
+    """A ``StreamJob`` whose sink is a ``LatencyExporter``, with its /metrics server."""
+
+    def __init__(
+        self,
+        config: StreamConfig,
+        spark: Any = None,
+        on_batch: BatchCallback | None = None,
+        source: SourceFactory | None = None,
+    ) -> None:
+        from monitor.exporter import LatencyExporter
+        from streaming.job import StreamJob
+
+        seconds = config.window_seconds
+        self.config = config
+        self.exporter: LatencyExporter = LatencyExporter(
+            finest_resolution=min(seconds, key=lambda r: seconds[r])
+        )
+        self.job = StreamJob(config, spark, on_batch, source, sink=self.exporter)
+        self.server: MetricsServer | None = None
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The port /metrics is served on (None before ``start``)."""
+        return self.server.port if self.server else None
+
+    @property
+    def query(self) -> Any:
+        """The job's Spark streaming query (None before ``start``)."""
+        return self.job.query
+
+    def start(self, serve: bool = True) -> StreamPipeline:
+        """Serve /metrics (unless ``serve`` is false), then start the job."""
+        if serve:
+            self.server = self.exporter.serve(self.config.metrics_host, self.config.metrics_port)
+        try:
+            self.job.start()
+        except BaseException:
+            self._close_server()
+            raise
+        return self
+
+    def latest_windows(self) -> dict[str, list[WindowHistogram]]:
+        """Resolution → the latest closed window of each series (for live views)."""
+        return self.exporter.latest_windows()
+
+    def process_all_available(self) -> None:
+        """Block until everything currently in Kafka has been processed (tests, benches)."""
+        self.job.process_all_available()
+
+    def stop(self) -> None:
+        """Stop the query and the metrics server."""
+        self.job.stop()
+        self._close_server()
+
+    def _close_server(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+
+def run_stream(config: StreamConfig) -> int:
+    """Run until SIGTERM/SIGINT (exit 0) or until the query fails (exit 1)."""
+    import signal
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    pipeline = StreamPipeline(config).start()
+    log.info("nines stream: /metrics on %s:%s", config.metrics_host, pipeline.metrics_port)
+    try:
+        while not stop.is_set():
+            if not pipeline.query.isActive:
+                exc = pipeline.query.exception()
+                log.error("the query stopped: %s", exc)
+                return 1
+            stop.wait(0.5)
+    finally:
+        pipeline.stop()
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``nines stream``: the stream stage's flags, run here with the exporter wired in."""
+    from streaming.cli import add_parser
+
+    add_parser(sub).set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate the configuration, check the cluster, and run the pipeline."""
+    from streaming.cli import stream_config
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    config = stream_config(args)
+    return run_stream(config)  # Spark: only once the input is known to be good
