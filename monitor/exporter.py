@@ -25,8 +25,7 @@ from prometheus_client.utils import floatToGoString
 from core.echo import BAD_REASONS
 from core.hdr import REPORTED_QUANTILES, min_samples_for, quantile_label
 from core.sla import BUCKET_BOUNDARIES_S
-from core.units import parse_duration_s
-from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram
+from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram, WindowSpec
 
 #: ``le`` boundaries (seconds) of ``nines_latency_histogram_seconds`` (the SLA's layout).
 DEFAULT_LE: tuple[float, ...] = BUCKET_BOUNDARIES_S
@@ -155,7 +154,9 @@ class LatencyExporter:
         """Take a batch of closed windows (each final) and the batch's counters."""
         with self._lock:
             if self.finest_resolution is None and windows:
-                self.finest_resolution = min((w.resolution for w in windows), key=parse_duration_s)
+                self.finest_resolution = WindowSpec.from_names(
+                    {w.resolution for w in windows}
+                ).finest
             for w in windows:
                 key = (w.resolution, w.series)
                 current = self._latest.get(key)

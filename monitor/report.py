@@ -18,7 +18,7 @@ from typing import Any
 from core.config import ConfigError
 from core.hdr import SparseHistogram
 from core.units import parse_duration_s
-from core.windows import ALL_PARTITIONS, WindowHistogram, merge_all
+from core.windows import ALL_PARTITIONS, WindowHistogram, WindowSpec, merge_all
 
 #: Percentiles on the x axis: 0 % then 90 %, 99 % … 99.9999 % (1/(1-p) log scale).
 CURVE_PERCENTILES: tuple[float, ...] = tuple(
@@ -108,7 +108,7 @@ def finest_resolution(archive: Path) -> str:
     found = [d.name.split("=", 1)[1] for d in archive.glob("resolution=*") if d.is_dir()]
     if not found:
         raise ConfigError(f"archive: no windows under {archive}")
-    return min(found, key=parse_duration_s)
+    return WindowSpec.from_names(found).finest
 
 
 def select(
