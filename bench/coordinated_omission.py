@@ -9,7 +9,6 @@ sample. Writes ``bench/results/co.json`` with both raw latency lists and the exp
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -173,74 +172,24 @@ class _NinesProbe(_Side):
         return _read_echo_latencies(self.bootstrap, self.echo_topic, self.probe_id)
 
 
-class _ReferenceOpenLoop(_Side):
-    """``bench.reference_probers.OpenLoopProber``, standing in until the probe lands."""
-
-    def __init__(self, bootstrap: str, topic: str, rate: float) -> None:
-        from bench.reference_probers import OpenLoopProber
-
-        self.prober = OpenLoopProber(bootstrap, topic, rate)
-        self.label = self.prober.label
-        self.stats: Any = None
-
-    def start(self) -> None:
-        self.prober.start()
-
-    def stop(self) -> None:
-        self.prober.stop()
-        self.stats = {"sent": self.prober.sent, "received": len(self.prober.latencies_us)}
-
-    def latencies_us(self) -> list[int]:
-        return list(self.prober.latencies_us)
-
-
 class _ClosedLoop(_Side):
-    """The naive prober (``probes.naive`` if it has landed, else the reference) in a thread."""
+    """The naive closed-loop prober (``probes.naive``), in its own thread."""
 
     def __init__(self, bootstrap: str, topic: str, rate: float) -> None:
-        self._samples: list[int] = []
-        try:
-            from probes.naive import NaiveProber
-        except ImportError:
-            NaiveProber = None
-        if NaiveProber is not None:
-            self._naive: Any = NaiveProber(bootstrap, topic, 0, interval_s=1 / rate)
-            self.label = "naive closed-loop prober (probes.naive)"
-        else:
-            from bench.reference_probers import ClosedLoopProber
+        from probes.naive import NaiveProber
 
-            self._naive = None
-            self._stop = threading.Event()
-            prober = ClosedLoopProber(bootstrap, topic, rate)
-            self._samples = prober.latencies_us
-            self._thread = threading.Thread(target=prober.run, args=(self._stop,), daemon=True)
-            self.label = prober.label
+        self._samples: list[int] = []
+        self._naive = NaiveProber(bootstrap, topic, 0, interval_s=1 / rate)
+        self.label = "naive closed-loop prober (probes.naive)"
 
     def start(self) -> None:
-        if self._naive is not None:
-            self._naive.start()
-        else:
-            self._thread.start()
+        self._naive.start()
 
     def stop(self) -> None:
-        if self._naive is not None:
-            self._samples = list(self._naive.stop())
-        else:
-            self._stop.set()
-            self._thread.join(timeout=30)
+        self._samples = list(self._naive.stop())
 
     def latencies_us(self) -> list[int]:
         return list(self._samples)
-
-
-def _open_loop(bootstrap: str, topic: str, echo_topic: str, rate: float) -> _Side:
-    """nines' probe if it has landed, else the reference open-loop prober."""
-    try:
-        import probes.config  # noqa: F401
-        from probes import ProbeAgent  # noqa: F401
-    except ImportError:
-        return _ReferenceOpenLoop(bootstrap, topic, rate)
-    return _NinesProbe(bootstrap, topic, echo_topic, rate)
 
 
 def _read_echo_latencies(
@@ -301,7 +250,7 @@ def run_co(quick: bool = False, scenario: Scenario | None = None) -> dict[str, A
     probe_topic, echo_topic, naive_topic = "bench.probe", "bench.echoes", "bench.naive"
     topics = [(probe_topic, 1), (echo_topic, 1), (naive_topic, 1)]
     with EmbeddedBroker(brokers=1, topics=topics) as broker:
-        open_loop = _open_loop(broker.bootstrap, probe_topic, echo_topic, sc.rate)
+        open_loop = _NinesProbe(broker.bootstrap, probe_topic, echo_topic, sc.rate)
         closed_loop = _ClosedLoop(broker.bootstrap, naive_topic, sc.rate)
         open_loop.start()
         closed_loop.start()

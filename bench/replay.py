@@ -17,7 +17,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 
-from streaming.source import SOURCE_SCHEMA, SPARK_SCHEMA
+from streaming.source import SOURCE_SCHEMA, spark_schema
 
 #: Rows per Arrow batch handed to Spark.
 CHUNK_ROWS = 100_000
@@ -52,9 +52,9 @@ class ReplayDataSource(DataSource):
         """Format name."""
         return "nines-replay"
 
-    def schema(self) -> str:
+    def schema(self) -> Any:
         """The Kafka source's schema."""
-        return SPARK_SCHEMA
+        return spark_schema()
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         """A reader over the file."""

@@ -38,6 +38,25 @@ class BadEcho(ValueError):
         self.reason = reason
 
 
+@dataclass(frozen=True)
+class LatencySpan:
+    """One latency kind of an echo: ``end - start``, or the ``if_lost`` field for a lost one."""
+
+    end: str
+    start: str
+    if_lost: str | None = None
+
+
+#: The one definition of each measured kind, read by ``Echo`` (the reference) and by the Spark
+#: column expressions in ``streaming.histograms``. Latencies are measured from the intended time.
+LATENCY_SPANS: Final[dict[str, LatencySpan]] = {
+    # a lost message is never received: its latency is at least the loss timeout
+    "e2e": LatencySpan("received_us", "intended_us", if_lost="timeout_us"),
+    "publish": LatencySpan("acked_us", "intended_us"),
+    "send_lag": LatencySpan("sent_us", "intended_us"),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Echo:
     """The fate of one probe message. Latencies are measured from ``intended_us``."""
@@ -58,22 +77,29 @@ class Echo:
     v: int = SCHEMA_VERSION
     type: str = "echo"
 
+    def latency_us(self, kind: str) -> int | None:
+        """The latency of one kind (``LATENCY_SPANS``); None when its end was never reached."""
+        span = LATENCY_SPANS[kind]
+        if self.lost and span.if_lost is not None:
+            lost_value: int | None = getattr(self, span.if_lost)
+            return lost_value
+        end: int | None = getattr(self, span.end)
+        return None if end is None else end - int(getattr(self, span.start))
+
     @property
     def end_to_end_us(self) -> int | None:
         """Latency from intended send to receipt; for a lost message, at least its timeout."""
-        if self.lost:
-            return self.timeout_us
-        return None if self.received_us is None else self.received_us - self.intended_us
+        return self.latency_us("e2e")
 
     @property
     def publish_us(self) -> int | None:
         """Latency from intended send to the broker's ack."""
-        return None if self.acked_us is None else self.acked_us - self.intended_us
+        return self.latency_us("publish")
 
     @property
     def send_lag_us(self) -> int:
         """How late the probe itself sent the message."""
-        return self.sent_us - self.intended_us
+        return int(self.latency_us("send_lag") or 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,14 @@ def quantile_label(q: float) -> str:
     return f"p{round(q * 100, 6):g}"
 
 
+class LayoutError(ValueError):
+    """A layout setting out of range; ``field`` names it, ``reason`` says why, for config errors."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field} {reason}")
+        self.field, self.reason = field, reason
+
+
 @dataclass(frozen=True)
 class HdrLayout:
     """Bucket layout of an HDR histogram over integer microseconds."""
@@ -43,9 +51,11 @@ class HdrLayout:
 
     def __post_init__(self) -> None:
         if not 1 <= self.digits <= 4:
-            raise ValueError(f"digits must be 1..4, got {self.digits}")
-        if self.lowest_us < 1 or self.highest_us < 2 * self.lowest_us:
-            raise ValueError("need 1 <= lowest_us and highest_us >= 2 * lowest_us")
+            raise LayoutError("digits", "must be 1..4 significant digits")
+        if self.lowest_us < 1:
+            raise LayoutError("lowest_us", "must be at least 1")
+        if self.highest_us < 2 * self.lowest_us:
+            raise LayoutError("highest_us", "must be at least twice lowest_us")
         unit_magnitude = math.floor(math.log2(self.lowest_us))
         single_unit = 2 * 10**self.digits
         count_magnitude = math.ceil(math.log2(single_unit))

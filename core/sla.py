@@ -16,6 +16,7 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, mo
 from core.config import ConfigError, StageConfig, build, load_yaml
 from core.hdr import REPORTED_QUANTILES
 from core.units import format_duration, parse_duration_s
+from core.windows import DEFAULT_WINDOWS
 
 #: ``le`` boundaries (seconds) of ``nines_latency_histogram_seconds``: 1-2.5-5 steps, 100 µs to
 #: 1 h. The SLA owns them (burn-rate thresholds must be one of them); the exporter renders them.
@@ -23,9 +24,6 @@ BUCKET_BOUNDARIES_S: tuple[float, ...] = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
     1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 3600.0,
 )  # fmt: skip
-
-#: Resolutions the stream job exports by default (its ``window`` label).
-DEFAULT_WINDOWS: tuple[str, ...] = ("10s", "1m", "1h")
 
 #: Burn-rate alerts need the longest window (3d) to fit in the SLO period.
 MIN_SLO_PERIOD_S = 3 * 86400.0
@@ -187,7 +185,7 @@ class Objective(StageConfig):
 class SlaConfig(StageConfig):
     """A whole SLA file: the objectives and the guards that apply to all of them."""
 
-    windows: tuple[str, ...] = DEFAULT_WINDOWS
+    windows: tuple[str, ...] = DEFAULT_WINDOWS.names  # what the stream job exports by default
     probe_hiccup_max: PositiveSeconds | None = None
     stream_stale_after: PositiveSeconds = 120.0
     runbook_url: str | None = None

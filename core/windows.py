@@ -4,13 +4,114 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any, Protocol, TypeVar, cast
 
 from core.hdr import SparseHistogram
+from core.units import format_duration, parse_duration_s
 
 #: Latency kinds, in the order they are displayed.
 KINDS = ("e2e", "publish", "send_lag", "hiccup")
 #: The ``partition`` label of a per-topic merge of all partitions.
 ALL_PARTITIONS = "all"
+
+
+class _Arithmetic(Protocol):
+    def __add__(self, other: Any) -> Any: ...
+    def __sub__(self, other: Any) -> Any: ...
+    def __mod__(self, other: Any) -> Any: ...
+
+
+#: An int, a numpy array, or a Spark ``Column``: the window rule is written once for all three.
+T = TypeVar("T", bound=_Arithmetic)
+
+
+def window_start_us(t_us: T, span_us: Any) -> T:
+    """Start of the window of span ``span_us`` holding ``t_us`` (event times are >= 0).
+
+    Plain ``-`` and ``%`` only, so the Arrow path (numpy) and the Spark path (column expressions)
+    call this same function and cannot disagree on which window a record belongs to.
+    """
+    return cast(T, t_us - t_us % span_us)
+
+
+def window_end_us(t_us: T, span_us: Any) -> T:
+    """End (exclusive) of the window of span ``span_us`` holding ``t_us``."""
+    return cast(T, window_start_us(t_us, span_us) + span_us)
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """The resolutions the stream job keeps: whole seconds, each a multiple of the finest.
+
+    Parsed once from ``--windows``/``windows:`` and handed as this object to the source, the
+    query, the exporter, the report and the SLA defaults; ``to_option`` carries it through Spark.
+    """
+
+    seconds: tuple[int, ...] = (10, 60, 3600)
+
+    def __post_init__(self) -> None:
+        seconds = sorted(set(self.seconds))
+        if not seconds:
+            raise ValueError("need at least one window")
+        finest = seconds[0]
+        if finest < 1 or not float(finest).is_integer():
+            raise ValueError("windows must be whole seconds, at least 1s")
+        for s in seconds:
+            if s % finest:
+                raise ValueError(f"every window must be a multiple of the finest ({finest:g}s)")
+        object.__setattr__(self, "seconds", tuple(int(s) for s in seconds))
+
+    @classmethod
+    def from_names(cls, names: str | Iterable[str]) -> WindowSpec:
+        """From names as users write them: ``"10s,1m,1h"`` or ``("1m", "10s")``."""
+        items = names.split(",") if isinstance(names, str) else list(names)
+        seconds = tuple(parse_duration_s(str(x).strip()) for x in items if str(x).strip())
+        return cls(cast(tuple[int, ...], seconds))  # checked whole and made int in __post_init__
+
+    @classmethod
+    def from_option(cls, text: str) -> WindowSpec:
+        """The spec back from its one Spark option string (``to_option``)."""
+        return cls.from_names(text)
+
+    def to_option(self) -> str:
+        """The spec as one string option for Spark (read back by ``from_option``)."""
+        return ",".join(self.names)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Resolution labels, finest first: ``("10s", "1m", "1h")``."""
+        return tuple(format_duration(s) for s in self.seconds)
+
+    @property
+    def resolutions_us(self) -> dict[str, int]:
+        """Resolution label → span in microseconds, finest first."""
+        return {format_duration(s): s * 1_000_000 for s in self.seconds}
+
+    @property
+    def finest(self) -> str:
+        """Label of the finest resolution (the one late echoes and counters are judged on)."""
+        return format_duration(self.seconds[0])
+
+    @property
+    def finest_us(self) -> int:
+        """Span of the finest window in microseconds."""
+        return self.seconds[0] * 1_000_000
+
+    def span_us(self, resolution: str) -> int:
+        """Span of one resolution in microseconds."""
+        return self.resolutions_us[resolution]
+
+    def window_start_us(self, t_us: T, resolution: str | None = None) -> T:
+        """Start of the window of ``resolution`` (the finest by default) holding ``t_us``."""
+        return window_start_us(t_us, self.span_us(resolution) if resolution else self.finest_us)
+
+    def window_end_us(self, t_us: T, resolution: str | None = None) -> T:
+        """End (exclusive) of the window of ``resolution`` (the finest by default)."""
+        return window_end_us(t_us, self.span_us(resolution) if resolution else self.finest_us)
+
+
+#: The resolutions a stream job keeps unless configured otherwise.
+DEFAULT_WINDOWS = WindowSpec()
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from core.config import ConfigError, build, check_port_free
 from core.hdr import quantile_label
 from core.sla import SlaConfig, load_sla
 from core.units import format_duration, parse_duration_s
+from core.windows import WindowSpec
 from monitor.slo import live_status as sla_status
 
 if TYPE_CHECKING:
@@ -131,13 +132,19 @@ def validate(args: argparse.Namespace) -> DemoOptions:
 
     duration_s = _duration(args.duration, "duration") if args.duration is not None else None
     window_s = _duration(args.window, "window")
-    if window_s < 1 or not float(window_s).is_integer():
-        raise ConfigError(f"window: must be whole seconds, at least 1s (got {args.window!r})")
-    if COARSE_WINDOW_S % window_s and window_s % COARSE_WINDOW_S:
+    try:
+        WindowSpec.from_names([args.window])
+    except ValueError:
+        raise ConfigError(
+            f"window: must be whole seconds, at least 1s (got {args.window!r})"
+        ) from None
+    try:
+        WindowSpec.from_names([args.window, format_duration(COARSE_WINDOW_S)])  # stream's rule
+    except ValueError:
         raise ConfigError(
             f"window: {format_duration(window_s)} and the 1m windows the demo also shows must "
             f"divide one another; use e.g. 5s, 10s, 30s or 5m (got {args.window!r})"
-        )
+        ) from None
     rate = build(ProbeConfig, {"bootstrap": "demo", "rate": args.rate}).rate
     total = rate * DEMO_BROKERS
     if total > MAX_TOTAL_RATE:

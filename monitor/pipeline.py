@@ -34,11 +34,8 @@ class StreamPipeline:
         from monitor.exporter import LatencyExporter
         from streaming.job import StreamJob
 
-        seconds = config.window_seconds
         self.config = config
-        self.exporter: LatencyExporter = LatencyExporter(
-            finest_resolution=min(seconds, key=lambda r: seconds[r])
-        )
+        self.exporter: LatencyExporter = LatencyExporter(finest_resolution=config.spec.finest)
         self.job = StreamJob(config, spark, on_batch, source, sink=self.exporter)
         self.server: MetricsServer | None = None
 

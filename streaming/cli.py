@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # t
     p.add_argument("--metrics-port", type=int, help="exporter port (default 9464; 0 = any)")
     p.add_argument("--metrics-host", help="exporter address (default 127.0.0.1)")
     p.add_argument("--trigger", help="micro-batch interval (default 5s)")
-    p.add_argument("--source", choices=("python", "kafka"), help="Kafka reader (default python)")
+    p.add_argument("--source", help="Kafka reader: python, the only one (default)")
     p.add_argument(
         "--starting-offsets",
         choices=("latest", "earliest"),
@@ -61,8 +61,8 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
     """Check, before Spark starts, that the bootstrap answers and the echo topic exists.
 
     One metadata request with the job's own consumer settings (``kafka:``); nothing is
-    created (a full metadata request never auto-creates topics). Applies to both sources:
-    ``--source kafka`` reads the same cluster. Raises ConfigError naming the field.
+    created (a full metadata request never auto-creates topics). Raises ConfigError naming the
+    field.
     """
     from confluent_kafka import Consumer, KafkaException
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from core.config import StageConfig, kafka_topic_name
-from core.units import format_duration, parse_duration_s
+from core.hdr import HdrLayout, LayoutError
+from core.units import parse_duration_s
+from core.windows import DEFAULT_WINDOWS, WindowSpec
 
 #: Spark master URLs Spark itself accepts (anything else fails only when the JVM starts).
 SPARK_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|(spark|k8s|mesos)://\S+|yarn")
@@ -19,7 +21,7 @@ class StreamConfig(StageConfig):
 
     bootstrap: str
     echo_topic: str = "nines.echoes"
-    windows: tuple[str, ...] = ("10s", "1m", "1h")
+    windows: tuple[str, ...] = DEFAULT_WINDOWS.names
     watermark: float = 120.0
     digits: int = 3
     lowest_us: int = Field(default=1, ge=1)
@@ -29,28 +31,27 @@ class StreamConfig(StageConfig):
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9464
     trigger: float = 5.0
-    source: Literal["python", "kafka"] = "python"
+    source: Literal["python"] = "python"
     starting_offsets: Literal["latest", "earliest"] = "latest"
     master: str = "local[*]"
     max_records_per_batch: int = Field(default=1_000_000, ge=1)
     shuffle_partitions: int = Field(default=4, ge=1)
     state_store: Literal["rocksdb", "memory"] = "rocksdb"
     kafka: dict[str, str] = Field(default_factory=dict)
+    _spec: WindowSpec = PrivateAttr(default=DEFAULT_WINDOWS)
+    _layout: HdrLayout = PrivateAttr(default_factory=HdrLayout)
 
     @field_validator("windows", mode="before")
     @classmethod
     def _windows(cls, v: Any) -> tuple[str, ...]:
-        items = v.split(",") if isinstance(v, str) else list(v)
-        seconds = sorted({parse_duration_s(str(x).strip()) for x in items if str(x).strip()})
-        if not seconds:
-            raise ValueError("need at least one window")
-        finest = seconds[0]
-        if finest < 1 or not float(finest).is_integer():
-            raise ValueError("windows must be whole seconds, at least 1s")
-        for s in seconds:
-            if s % finest:
-                raise ValueError(f"every window must be a multiple of the finest ({finest:g}s)")
-        return tuple(format_duration(s) for s in seconds)
+        return WindowSpec.from_names(v).names
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _source(cls, v: Any) -> Any:
+        if v == "kafka":
+            raise ValueError("Spark's built-in kafka source was removed; use python (the default)")
+        return v
 
     @field_validator("watermark", "highest", "trigger", mode="before")
     @classmethod
@@ -78,8 +79,10 @@ class StreamConfig(StageConfig):
     @field_validator("digits")
     @classmethod
     def _digits(cls, v: int) -> int:
-        if not 1 <= v <= 4:
-            raise ValueError("must be 1..4 significant digits")
+        try:
+            HdrLayout(digits=v)  # the layout owns the rule; the field is named here
+        except LayoutError as exc:
+            raise ValueError(exc.reason) from None
         return v
 
     @field_validator("metrics_port")
@@ -97,17 +100,26 @@ class StreamConfig(StageConfig):
         return v
 
     @model_validator(mode="after")
-    def _range(self) -> StreamConfig:
-        if self.highest * 1e6 < 2 * self.lowest_us:
-            raise ValueError("highest must be at least twice lowest_us")
+    def _build(self) -> StreamConfig:
+        # ``highest`` is written in seconds, ``lowest_us`` in µs: converted once, here
+        try:
+            self._layout = HdrLayout(self.lowest_us, int(self.highest * 1e6), self.digits)
+        except LayoutError as exc:
+            raise ValueError(f"{exc.field.replace('highest_us', 'highest')} {exc.reason}") from None
+        self._spec = WindowSpec.from_names(self.windows)
         return self
 
     @property
-    def window_seconds(self) -> dict[str, int]:
-        """Resolution label → seconds."""
-        return {w: int(parse_duration_s(w)) for w in self.windows}
+    def spec(self) -> WindowSpec:
+        """The windows, parsed once: handed to the source, the query and the exporter."""
+        return self._spec
+
+    @property
+    def layout(self) -> HdrLayout:
+        """The histograms' bucket layout, built once from ``digits``, ``lowest_us``, ``highest``."""
+        return self._layout
 
     @property
     def finest_us(self) -> int:
         """Span of the finest window in microseconds."""
-        return min(self.window_seconds.values()) * 1_000_000
+        return self._spec.finest_us

@@ -11,7 +11,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from core.echo import LATENCY_SPANS
 from core.hdr import HdrLayout
+from core.windows import WindowSpec, window_end_us
 
 #: Kinds of the counted-not-measured rows (late, bad by reason, vanished offsets).
 STAT_PREFIX = "stat:"
@@ -66,16 +68,20 @@ STAT_CODES = {"late": 10, "bad": 11, "data_loss": 12}
 PROBE_PARTITION = -1
 
 
-def latency_rows(
-    echoes: DataFrame, resolutions_us: dict[str, int], finest: str, layout: HdrLayout
-) -> DataFrame:
+def latency_column(kind: str) -> Column:
+    """One measured kind of an echo row, as ``core.echo.LATENCY_SPANS`` defines it."""
+    span = LATENCY_SPANS[kind]
+    value = F.col(span.end) - F.col(span.start)
+    if span.if_lost is None:
+        return value
+    return F.when(F.col("lost"), F.col(span.if_lost)).otherwise(value)
+
+
+def latency_rows(echoes: DataFrame, windows: WindowSpec, layout: HdrLayout) -> DataFrame:
     """One row per (record, kind, resolution): HDR bucket, value, lost flag, weight, window end.
 
     The bucket is computed once per (record, kind), before the rows fan out to the resolutions.
     """
-    e2e = F.when(F.col("lost"), F.col("timeout_us")).otherwise(
-        F.col("received_us") - F.col("intended_us")
-    )
     zero = F.lit(0).cast("bigint")
 
     def measure(code: int, value: Column, lost: Column = zero) -> Column:
@@ -92,9 +98,13 @@ def latency_rows(
         F.when(
             F.col("rtype") == "echo",
             F.array(
-                measure(KIND_CODES["e2e"], e2e, F.col("lost")),
-                measure(KIND_CODES["publish"], F.col("acked_us") - F.col("intended_us")),
-                measure(KIND_CODES["send_lag"], F.col("sent_us") - F.col("intended_us")),
+                *(
+                    # the kind with a value for lost messages is the one that counts them
+                    measure(
+                        KIND_CODES[kind], latency_column(kind), F.col("lost") if s.if_lost else zero
+                    )
+                    for kind, s in LATENCY_SPANS.items()
+                )
             ),
         )
         .when(F.col("rtype") == "hiccup", F.array(measure(KIND_CODES["hiccup"], F.col("max_us"))))
@@ -106,9 +116,8 @@ def latency_rows(
             )
         )
     )
-    spans = sorted(resolutions_us.values())
-    all_spans = F.array(*[F.lit(us).cast("bigint") for us in spans])
-    finest_only = F.array(F.lit(resolutions_us[finest]).cast("bigint"))
+    all_spans = F.array(*[F.lit(us).cast("bigint") for us in windows.resolutions_us.values()])
+    finest_only = F.array(F.lit(windows.finest_us).cast("bigint"))
     is_stat = F.col("m.kind") >= min(STAT_CODES.values())
     rows = (
         echoes.select(
@@ -125,12 +134,9 @@ def latency_rows(
         .withColumn("bucket", bucket_index(F.col("m.value"), layout))
         .withColumn("span_us", F.explode(F.when(is_stat, finest_only).otherwise(all_spans)))
     )
-    window_end_us = (
-        F.col("event_us") - F.pmod(F.col("event_us"), F.col("span_us")) + F.col("span_us")
-    )
     return rows.select(
         F.col("span_us"),
-        window_end_us.alias("window_end_us"),
+        window_end_us(F.col("event_us"), F.col("span_us")).alias("window_end_us"),
         F.coalesce(F.col("cluster"), F.lit("")).alias("cluster"),
         F.coalesce(F.col("topic"), F.lit("")).alias("topic"),
         # hiccups (on time or late) have no partition: they are the probe's, label "all"
@@ -149,9 +155,7 @@ def latency_rows(
     )
 
 
-def windowed_histograms(
-    rows: DataFrame, resolutions_us: dict[str, int], watermark_ms: int
-) -> DataFrame:
+def windowed_histograms(rows: DataFrame, windows: WindowSpec, watermark_ms: int) -> DataFrame:
     """Bucket counts per (resolution, window, series, kind, bucket), final once the window closes.
 
     The window end carries Spark's watermark metadata, so one stateful aggregation evicts and
@@ -173,7 +177,9 @@ def windowed_histograms(
         )
     )
     return counts.select(
-        _label(F.col("span_us"), {us: r for r, us in resolutions_us.items()}).alias("resolution"),
+        _label(F.col("span_us"), {us: r for r, us in windows.resolutions_us.items()}).alias(
+            "resolution"
+        ),
         "window_end",
         "cluster",
         "topic",

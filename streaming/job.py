@@ -13,14 +13,13 @@ import logging
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.config import resolve_secrets
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
 from streaming.config import StreamConfig
@@ -70,9 +69,7 @@ def spark_session(config: StreamConfig) -> Any:
 
 
 def read_echoes(spark: Any, config: StreamConfig, checkpoint: str) -> Any:
-    """Source: echo records from Kafka as parsed rows (Python data source, or Spark's kafka)."""
-    if config.source == "kafka":
-        return _read_builtin_kafka(spark, config)
+    """Source: echo records from Kafka as parsed rows (our Python data source)."""
     from streaming.source import NinesKafkaDataSource
 
     spark.dataSource.register(NinesKafkaDataSource)
@@ -83,49 +80,12 @@ def read_echoes(spark: Any, config: StreamConfig, checkpoint: str) -> Any:
         .option("startingOffsets", config.starting_offsets)
         .option("maxRecordsPerBatch", str(config.max_records_per_batch))
         .option("checkpoint", checkpoint)
-        .option("finestWindowUs", str(config.finest_us))
+        .option("windows", config.spec.to_option())
         .option("kafka", json.dumps(config.kafka))
         # one Spark task per core and micro-batch, whatever the number of Kafka partitions
         .option("maxInputPartitions", str(spark.sparkContext.defaultParallelism))
         .load()
     )
-
-
-def builtin_kafka_rows(batches: Iterable[Any]) -> Iterator[Any]:
-    """``mapInArrow`` body for Spark's kafka source: parsed rows with event time and weight.
-
-    A record with no intended time of its own (a bad one) takes its Kafka timestamp as event
-    time, so it is counted in the window of its arrival instead of vanishing with a null window.
-    """
-    from streaming.parse import parse_values
-    from streaming.source import SOURCE_SCHEMA
-
-    for b in batches:
-        parsed = parse_values(b.column("value").to_pylist())
-        event = pc.coalesce(parsed.column("intended_us"), b.column("kafka_us"))
-        n = pa.array([1] * parsed.num_rows, pa.int64())
-        yield pa.RecordBatch.from_arrays([*parsed.columns, event, n], schema=SOURCE_SCHEMA)
-
-
-def _read_builtin_kafka(spark: Any, config: StreamConfig) -> Any:
-    """Spark's own kafka source (needs spark-sql-kafka on the classpath; see docs)."""
-    from pyspark.sql import functions as F
-
-    from streaming.source import SPARK_SCHEMA
-
-    raw = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", config.bootstrap)
-        .option("subscribe", config.echo_topic)
-        .option("startingOffsets", config.starting_offsets)
-        .option("failOnDataLoss", "false")
-        .option("maxOffsetsPerTrigger", str(config.max_records_per_batch))
-        # librdkafka-style settings as kafka.* options (Spark redacts keys naming a password)
-        .options(**{f"kafka.{k}": v for k, v in resolve_secrets(config.kafka).items()})
-        .load()
-        .select("value", F.unix_micros("timestamp").alias("kafka_us"))
-    )
-    return raw.mapInArrow(builtin_kafka_rows, SPARK_SCHEMA)
 
 
 def with_event_time(echoes: Any, config: StreamConfig) -> Any:
@@ -141,13 +101,10 @@ def build_query(
     spark: Any, config: StreamConfig, checkpoint: str, source: SourceFactory | None = None
 ) -> Any:
     """The whole chain up to the aggregated closed-window rows (``source`` replaces Kafka)."""
-    layout = HdrLayout(config.lowest_us, int(config.highest * 1e6), config.digits)
-    resolutions_us = {r: s * 1_000_000 for r, s in config.window_seconds.items()}
-    finest = min(resolutions_us, key=lambda r: resolutions_us[r])
     raw = source(spark) if source else read_echoes(spark, config, checkpoint)
     echoes = with_event_time(raw, config)
-    rows = latency_rows(echoes, resolutions_us, finest, layout)
-    return windowed_histograms(rows, resolutions_us, int(config.watermark * 1000))
+    rows = latency_rows(echoes, config.spec, config.layout)
+    return windowed_histograms(rows, config.spec, int(config.watermark * 1000))
 
 
 def closed_windows(
@@ -249,8 +206,8 @@ class StreamJob:
         self.on_batch = on_batch
         self.source = source
         self.sink = sink
-        self.layout = HdrLayout(config.lowest_us, int(config.highest * 1e6), config.digits)
-        self.resolutions_us = {r: s * 1_000_000 for r, s in config.window_seconds.items()}
+        self.layout = config.layout
+        self.resolutions_us = config.spec.resolutions_us
         self.query: Any = None
         self.batches = 0
         self._tmp: tempfile.TemporaryDirectory[str] | None = None

@@ -25,22 +25,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from core.config import resolve_secrets
+from core.windows import WindowSpec
 from streaming.parse import PARSED_SCHEMA, parse_values
 
 #: Row types the source emits: parsed echoes and hiccups, plus counted-not-measured rows.
 SOURCE_SCHEMA = pa.schema([*PARSED_SCHEMA, ("event_us", pa.int64()), ("n", pa.int64())])
-SPARK_SCHEMA = (
-    "rtype string, reason string, cluster string, topic string, partition bigint, "
-    "intended_us bigint, sent_us bigint, acked_us bigint, received_us bigint, lost boolean, "
-    "timeout_us bigint, max_us bigint, event_us bigint, n bigint"
-)
 FETCH_BATCH = 10_000
+
+
+def spark_schema() -> Any:
+    """``SOURCE_SCHEMA`` as Spark's ``StructType``: derived, never a hand-written copy."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(SOURCE_SCHEMA)
+
+
 #: Seconds without records before checking whether retention removed the ones we wait for.
 IDLE_RECHECK_S = 2.0
 
@@ -110,9 +116,9 @@ class NinesKafkaDataSource(DataSource):
         """Format name."""
         return "nines-kafka"
 
-    def schema(self) -> str:
+    def schema(self) -> Any:
         """Parsed echoes plus counted rows."""
-        return SPARK_SCHEMA
+        return spark_schema()
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         """A reader over the configured topic."""
@@ -129,7 +135,7 @@ class KafkaEchoReader(DataSourceStreamReader):
         self.starting = opts.get("startingoffsets", "latest")
         self.max_rows = int(opts.get("maxrecordsperbatch", "1000000"))
         self.checkpoint = opts.get("checkpoint")
-        self.finest_us = int(opts.get("finestwindowus", "10000000"))
+        self.windows = WindowSpec.from_option(opts["windows"])
         self.kafka = json.loads(opts.get("kafka", "{}"))
         self.stall_timeout_s = float(opts.get("stalltimeouts", "600"))
         #: Spark tasks per micro-batch at most (the job passes the default parallelism).
@@ -307,9 +313,11 @@ class KafkaEchoReader(DataSourceStreamReader):
     def _mark(self, parsed: pa.RecordBatch, wm: int) -> pa.RecordBatch:
         """Event time and weight per row; echoes whose finest window closed become ``late``."""
         intended = parsed.column("intended_us")
-        window_start = pc.subtract(intended, pc.remainder(intended, self.finest_us))
-        window_end = pc.add(window_start, self.finest_us)
-        is_late = pc.fill_null(pc.less_equal(window_end, wm), False)
+        window_end = self.windows.window_end_us(
+            pc.fill_null(intended, 0).to_numpy(zero_copy_only=False)
+        )
+        valid = pc.is_valid(intended).to_numpy(zero_copy_only=False)
+        is_late = pa.array(np.asarray(window_end <= wm) & valid)
         is_bad = pc.equal(parsed.column("rtype"), "bad")
         is_late = pc.and_(is_late, pc.invert(is_bad))
         rtype = pc.if_else(is_late, "late", parsed.column("rtype"))

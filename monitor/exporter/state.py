@@ -18,8 +18,7 @@ from prometheus_client.utils import floatToGoString
 from core.echo import BAD_REASONS
 from core.hdr import REPORTED_QUANTILES
 from core.sla import BUCKET_BOUNDARIES_S
-from core.units import parse_duration_s
-from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram
+from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram, WindowSpec
 from monitor.exporter import exposition
 from streaming.counters import COUNTER_FIELDS, StreamCounters
 
@@ -73,7 +72,8 @@ class LatencyExporter:
         """Take a batch of closed windows (each final) and the batch's counters."""
         with self._lock:
             if self.finest_resolution is None and windows:
-                self.finest_resolution = min((w.resolution for w in windows), key=parse_duration_s)
+                names = {w.resolution for w in windows}
+                self.finest_resolution = WindowSpec.from_names(names).finest
             for w in windows:
                 key = (w.resolution, w.series)
                 current = self._latest.get(key)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.config import ConfigError
-from core.units import parse_duration_s
+from core.windows import WindowSpec
 
 
 def finest_resolution(archive: Path) -> str:
@@ -13,4 +13,4 @@ def finest_resolution(archive: Path) -> str:
     found = [d.name.split("=", 1)[1] for d in archive.glob("resolution=*") if d.is_dir()]
     if not found:
         raise ConfigError(f"archive: no windows under {archive}")
-    return min(found, key=parse_duration_s)
+    return WindowSpec.from_names(found).finest

@@ -19,6 +19,7 @@ from kafka_cluster import producer, unique_topic
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from core.echo import Echo, encode_record
+from core.windows import WindowSpec
 from streaming.source import KafkaEchoReader, KafkaRange, KafkaSlice, batch_watermark_us, slices
 
 T0 = 1_800_000_000_000_000 - 1_800_000_000_000_000 % 60_000_000
@@ -36,7 +37,12 @@ def echo(seq: int, intended_us: int, partition: int = 0, pad: int = 0) -> bytes:
 
 def reader(bootstrap: str, topic: str, **options: str) -> KafkaEchoReader:
     return KafkaEchoReader(
-        {"bootstrap": bootstrap, "topic": topic, "finestWindowUs": str(FINEST_US), **options}
+        {
+            "bootstrap": bootstrap,
+            "topic": topic,
+            "windows": WindowSpec((FINEST_US // 1_000_000, 60)).to_option(),
+            **options,
+        }
     )
 
 
