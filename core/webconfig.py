@@ -150,3 +150,24 @@ def load_web_config(path: str | Path | None) -> WebConfig | None:
     web = WebConfig(model.tls_server_config, dict(model.basic_auth_users))
     web.ssl_context()  # fail now, before any server starts, on unreadable certificates
     return web
+
+
+#: The answer to a scrape without valid credentials (Prometheus shows it as the target's error).
+UNAUTHORIZED_HEADERS = [
+    ("WWW-Authenticate", 'Basic realm="nines"'),
+    ("Content-Type", "text/plain; charset=utf-8"),
+]
+
+
+def guard_wsgi(app: Any, web: WebConfig | None) -> Any:
+    """A WSGI app that answers 401 unless the request carries a configured user's credentials."""
+    if web is None or not web.users:
+        return app
+
+    def guarded(environ: dict[str, Any], start_response: Any) -> Any:
+        if not web.authorized(environ.get("HTTP_AUTHORIZATION")):
+            start_response("401 Unauthorized", UNAUTHORIZED_HEADERS)
+            return [b"Unauthorized\n"]
+        return app(environ, start_response)
+
+    return guarded

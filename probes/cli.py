@@ -37,6 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--loss-timeout", help="declare a message lost after this (default 30s)")
     p.add_argument("--duration", help="stop after this long (default: until SIGTERM)")
     p.add_argument("--metrics-host", help="metrics address (default 127.0.0.1)")
+    p.add_argument(
+        "--web-config-file",
+        help="TLS and basic auth for /metrics, in Prometheus exporter-toolkit's format",
+    )
     p.add_argument("--metrics-port", type=int, help="metrics port (default 9465; 0 disables)")
     p.set_defaults(func=run)
 
@@ -44,6 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     """Validate the configuration and probe."""
     from core.config import ConfigError, build, check_port_free, load_yaml, section
+    from core.webconfig import load_web_config
     from probes.agent import run_probe
     from probes.config import ProbeConfig
 
@@ -61,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         "loss_timeout": args.loss_timeout,
         "duration": args.duration,
         "metrics_host": args.metrics_host,
+        "web_config_file": args.web_config_file,
         "metrics_port": args.metrics_port,
     }
     if not values.get("bootstrap") and not args.bootstrap:
@@ -68,4 +74,5 @@ def run(args: argparse.Namespace) -> int:
     config = build(ProbeConfig, values, flags, prefix="probe")
     config.client_settings()  # an unset env: or unreadable file: secret fails here, exit 2
     check_port_free(config.metrics_host, config.metrics_port)  # before any connection
+    load_web_config(config.web_config_file)  # a bad file or certificate: exit 2, now
     return run_probe(config)

@@ -38,6 +38,8 @@ class ProbeConfig(StageConfig):
     echo_buffer: int = 100_000
     hiccup_interval: float = 1.0
     metrics_host: str = "127.0.0.1"
+    #: exporter-toolkit web config for /metrics (TLS, basic auth); None: plain HTTP
+    web_config_file: str | None = None
     metrics_port: int = 9465
     shutdown_timeout: float = 10.0
     duration: float | None = None

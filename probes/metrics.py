@@ -8,6 +8,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from core.webconfig import WebConfig, guard_wsgi
+
 _COUNTERS = (
     ("sent", "Messages handed to the producer."),
     ("acked", "Messages acknowledged by the broker."),
@@ -73,11 +75,31 @@ def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, value=value)
 
 
-def serve(snapshot: Callable[[], dict[str, Any]], host: str, port: int) -> Any:
-    """Serve /metrics from a registry of its own; the server (``shutdown()`` stops it)."""
-    from prometheus_client import CollectorRegistry, start_http_server
+def serve(
+    snapshot: Callable[[], dict[str, Any]], host: str, port: int, web: WebConfig | None = None
+) -> Any:
+    """Serve /metrics from a registry of its own; the server (``shutdown()`` stops it).
+
+    With a web config (``--web-config-file``), over TLS and/or behind basic auth, as a
+    Prometheus exporter would be; prometheus_client's own server has no basic auth, so its WSGI
+    app is served behind the guard.
+    """
+    import threading
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from prometheus_client import CollectorRegistry, make_wsgi_app
+    from prometheus_client.exposition import ThreadingWSGIServer
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args: object) -> None:  # scrapes are not log lines
+            pass
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ProbeCollector(snapshot))
-    server, _ = start_http_server(port, addr=host, registry=registry)
+    app = guard_wsgi(make_wsgi_app(registry), web)
+    server = make_server(host, port, app, ThreadingWSGIServer, handler_class=Quiet)
+    ctx = web.ssl_context() if web is not None else None
+    if ctx is not None:
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, name="nines-metrics", daemon=True).start()
     return server

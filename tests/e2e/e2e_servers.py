@@ -106,14 +106,20 @@ class Prometheus(Process):
         targets: dict[str, str],
         rule_files: list[Path],
         alertmanager: str | None,
+        scrape_options: dict[str, dict[str, Any]] | None = None,
     ) -> None:
+        """``scrape_options``: job → extra scrape_config keys (scheme, tls_config, basic_auth)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config: dict[str, Any] = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(p) for p in rule_files],
             "scrape_configs": [
-                {"job_name": job, "static_configs": [{"targets": [target]}]}
+                {
+                    "job_name": job,
+                    "static_configs": [{"targets": [target]}],
+                    **(scrape_options or {}).get(job, {}),
+                }
                 for job, target in targets.items()
             ],
         }
