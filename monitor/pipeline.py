@@ -52,7 +52,12 @@ class StreamPipeline:
     def start(self, serve: bool = True) -> StreamPipeline:
         """Serve /metrics (unless ``serve`` is false), then start the job."""
         if serve:
-            self.server = self.exporter.serve(self.config.metrics_host, self.config.metrics_port)
+            from core.webconfig import load_web_config
+
+            web = load_web_config(self.config.web_config_file)
+            self.server = self.exporter.serve(
+                self.config.metrics_host, self.config.metrics_port, web
+            )
         try:
             self.job.start()
         except BaseException:

@@ -42,6 +42,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # t
     p.add_argument("--archive", help="write every closed window's histogram here (Parquet)")
     p.add_argument("--metrics-port", type=int, help="exporter port (default 9464; 0 = any)")
     p.add_argument("--metrics-host", help="exporter address (default 127.0.0.1)")
+    p.add_argument(
+        "--web-config-file",
+        help="TLS and basic auth for /metrics, in Prometheus exporter-toolkit's format",
+    )
     p.add_argument("--trigger", help="micro-batch interval (default 5s)")
     p.add_argument("--source", help="Kafka reader: python, the only one (default)")
     p.add_argument(
@@ -101,6 +105,7 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
 def stream_config(args: argparse.Namespace) -> StreamConfig:
     """The validated config from the YAML file and flags, once the cluster has been checked."""
     from core.config import ConfigError, build, check_port_free, load_yaml, section
+    from core.webconfig import load_web_config
     from streaming.config import StreamConfig
 
     values = section(load_yaml(args.config), "stream")
@@ -114,6 +119,7 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
         "archive": args.archive,
         "metrics_port": args.metrics_port,
         "metrics_host": args.metrics_host,
+        "web_config_file": args.web_config_file,
         "trigger": args.trigger,
         "source": args.source,
         "starting_offsets": args.starting_offsets,
@@ -123,5 +129,6 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
         raise ConfigError("stream.bootstrap: required (--bootstrap or `stream: bootstrap:`)")
     config = build(StreamConfig, values, flags, prefix="stream")
     check_port_free(config.metrics_host, config.metrics_port)  # before any connection
+    load_web_config(config.web_config_file)  # a bad file or certificate: exit 2, now
     preflight(config)
     return config

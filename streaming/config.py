@@ -30,6 +30,8 @@ class StreamConfig(StageConfig):
     archive: str | None = None
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9464
+    #: exporter-toolkit web config for /metrics (TLS, basic auth); None: plain HTTP
+    web_config_file: str | None = None
     trigger: float = 5.0
     source: Literal["python"] = "python"
     starting_offsets: Literal["latest", "earliest"] = "latest"

@@ -13,15 +13,29 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from core.webconfig import UNAUTHORIZED_HEADERS, WebConfig
 from monitor.exporter.exposition import CONTENT_TYPE
 
 
 class MetricsServer:
-    """A running /metrics HTTP server (gzip when the scraper accepts it); ``close()`` stops it."""
+    """A running /metrics HTTP server (gzip when the scraper accepts it); ``close()`` stops it.
 
-    def __init__(self, body: Callable[[], bytes], host: str, port: int) -> None:
+    With a web config (``--web-config-file``) it serves over TLS and/or behind basic auth.
+    """
+
+    def __init__(
+        self, body: Callable[[], bytes], host: str, port: int, web: WebConfig | None = None
+    ) -> None:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                if web is not None and not web.authorized(self.headers.get("Authorization")):
+                    self.send_response(401)
+                    for name, value in UNAUTHORIZED_HEADERS:
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", "13")
+                    self.end_headers()
+                    self.wfile.write(b"Unauthorized\n")
+                    return
                 data = body()
                 gzipped = "gzip" in self.headers.get("Accept-Encoding", "")
                 if gzipped:
@@ -39,6 +53,9 @@ class MetricsServer:
 
         self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True
+        ctx = web.ssl_context() if web is not None else None
+        if ctx is not None:
+            self._server.socket = ctx.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="nines-metrics", daemon=True
         )

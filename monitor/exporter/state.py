@@ -18,6 +18,7 @@ from prometheus_client.utils import floatToGoString
 from core.echo import BAD_REASONS
 from core.hdr import REPORTED_QUANTILES
 from core.sla import BUCKET_BOUNDARIES_S
+from core.webconfig import WebConfig
 from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram, WindowSpec
 from monitor.exporter import exposition
 from streaming.counters import COUNTER_FIELDS, StreamCounters
@@ -150,8 +151,10 @@ class LatencyExporter:
             )
         return exposition.body(windows, end, hist, rest)
 
-    def serve(self, host: str = "127.0.0.1", port: int = 9464) -> MetricsServer:
-        """Serve /metrics from this exporter; port 0 picks a free port."""
+    def serve(
+        self, host: str = "127.0.0.1", port: int = 9464, web: WebConfig | None = None
+    ) -> MetricsServer:
+        """Serve /metrics from this exporter; port 0 picks a free port; ``web``: TLS/auth."""
         from monitor.exporter.server import MetricsServer
 
-        return MetricsServer(self.exposition, host, port)
+        return MetricsServer(self.exposition, host, port, web)

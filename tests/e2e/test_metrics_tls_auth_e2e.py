@@ -82,3 +82,36 @@ def test_prometheus_scrapes_the_probe_over_tls_with_basic_auth(tmp_path: Path, b
         prom.close()
         probe.close()
     assert probe.proc.returncode in (0, -15), probe.log.read_text()[-2000:]
+
+
+def test_prometheus_scrapes_the_stream_exporter_over_tls_with_basic_auth(tmp_path: Path) -> None:
+    """The stream job's /metrics server (the exporter's), with the same web config."""
+    from core.hdr import HdrLayout, SparseHistogram
+    from core.webconfig import load_web_config
+    from core.windows import SeriesKey, WindowHistogram
+    from monitor.exporter import LatencyExporter
+
+    require_prometheus()
+    config, ca = web_config(tmp_path)
+    exporter = LatencyExporter(finest_resolution="10s")
+    hist = SparseHistogram.from_values(HdrLayout(), [1_000, 2_000, 7_500])
+    exporter.update(
+        [WindowHistogram("10s", 0, 10_000_000, SeriesKey("tls", "t", "0", "e2e"), hist)]
+    )
+    server = exporter.serve("127.0.0.1", 0, load_web_config(config))
+    targets, options = scrape_jobs(f"127.0.0.1:{server.port}", ca)
+    (tmp_path / "prom").mkdir()
+    prom = Prometheus(tmp_path / "prom", targets, [], None, scrape_options=options)
+    try:
+        wait_until(lambda: up(prom, "good") == 1.0, 60, what="the TLS + basic auth scrape up")
+        got = wait_until(
+            lambda: prom.query('nines_latency_max_seconds{job="good", cluster="tls"}'),
+            30,
+            what="the exporter's series through TLS",
+        )
+        assert abs(float(got[0]["value"][1]) - 0.0075) < 0.0075 * 1e-3
+        wait_until(lambda: up(prom, "wrong") == 0.0, 30, what="a wrong password refused")
+        wait_until(lambda: up(prom, "plain") == 0.0, 30, what="plain HTTP refused")
+    finally:
+        prom.close()
+        server.close()
