@@ -35,7 +35,11 @@ class StreamPipeline:
         from streaming.job import StreamJob
 
         self.config = config
-        self.exporter: LatencyExporter = LatencyExporter(finest_resolution=config.spec.finest)
+        self.exporter: LatencyExporter = LatencyExporter(
+            finest_resolution=config.spec.finest,
+            max_series=config.max_series,
+            series_ttl_windows=config.series_ttl_windows,
+        )
         self.job = StreamJob(config, spark, on_batch, source, sink=self.exporter)
         self.server: MetricsServer | None = None
 

@@ -39,6 +39,10 @@ class StreamConfig(StageConfig):
     max_records_per_batch: int = Field(default=1_000_000, ge=1)
     shuffle_partitions: int = Field(default=4, ge=1)
     state_store: Literal["rocksdb", "memory"] = "rocksdb"
+    #: Distinct (cluster, topic, partition) series exported; new ones beyond are counted, refused.
+    max_series: int = Field(default=12_000, ge=1)
+    #: Windows of its resolution a series may go without a closed one before leaving /metrics.
+    series_ttl_windows: int = Field(default=6, ge=1)
     kafka: dict[str, str] = Field(default_factory=dict)
     _spec: WindowSpec = PrivateAttr(default=DEFAULT_WINDOWS)
     _layout: HdrLayout = PrivateAttr(default_factory=HdrLayout)

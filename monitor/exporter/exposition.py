@@ -194,6 +194,24 @@ def counter_families(counters: StreamCounters) -> Iterable[Any]:
         yield fam
 
 
+def series_families(kept: int, limit: int, rejected: int, evicted: int) -> Iterable[Any]:
+    """The exporter's cardinality: series kept, the cap, and what the cap and the TTL removed."""
+    yield GaugeMetricFamily(
+        "nines_series", "Distinct (cluster, topic, partition) series exported.", value=kept
+    )
+    yield GaugeMetricFamily("nines_series_limit", "The max_series cap.", value=limit)
+    yield CounterMetricFamily(
+        "nines_series_rejected",
+        "Closed windows of new series refused because max_series was reached.",
+        value=rejected,
+    )
+    yield CounterMetricFamily(
+        "nines_series_evicted",
+        "Series windows removed from /metrics after series_ttl_windows without a closed window.",
+        value=evicted,
+    )
+
+
 def health_families(health: Mapping[str, float], batches: int) -> Iterable[Any]:
     """Micro-batches completed and the last one's health gauges (those recorded)."""
     yield CounterMetricFamily("nines_stream_batches", "Micro-batches completed.", value=batches)

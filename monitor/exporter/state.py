@@ -19,7 +19,7 @@ from core.echo import BAD_REASONS
 from core.hdr import REPORTED_QUANTILES
 from core.sla import BUCKET_BOUNDARIES_S
 from core.webconfig import WebConfig
-from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram, WindowSpec
+from core.windows import ALL_PARTITIONS, KINDS, SeriesKey, WindowHistogram, WindowSpec
 from monitor.exporter import exposition
 from streaming.counters import COUNTER_FIELDS, StreamCounters
 
@@ -28,6 +28,11 @@ if TYPE_CHECKING:
 
 #: ``le`` boundaries (seconds) of ``nines_latency_histogram_seconds`` (the SLA's layout).
 DEFAULT_LE: tuple[float, ...] = BUCKET_BOUNDARIES_S
+#: Distinct (cluster, topic, partition) series the exporter keeps: 10,000 probe partitions plus
+#: their topics' merged series and the probes' own (hiccup) rows, with 20 % headroom.
+DEFAULT_MAX_SERIES = 12_000
+#: A series that has seen no closed window for this many windows of its resolution leaves /metrics.
+DEFAULT_SERIES_TTL_WINDOWS = 6
 
 
 @dataclass
@@ -51,7 +56,15 @@ class LatencyExporter:
         quantiles: Sequence[float] = REPORTED_QUANTILES,
         le_seconds: Sequence[float] = DEFAULT_LE,
         finest_resolution: str | None = None,
+        max_series: int = DEFAULT_MAX_SERIES,
+        series_ttl_windows: int = DEFAULT_SERIES_TTL_WINDOWS,
     ) -> None:
+        self.max_series = max_series
+        self.series_ttl_windows = series_ttl_windows
+        #: (cluster, topic, partition) → resolutions it has a latest window in
+        self._admitted: dict[tuple[str, str, str], set[str]] = {}
+        self.series_rejected = 0
+        self.series_evicted = 0
         self.quantiles = tuple(quantiles)
         self.le_seconds = tuple(le_seconds)
         self.finest_resolution = finest_resolution
@@ -76,6 +89,9 @@ class LatencyExporter:
                 names = {w.resolution for w in windows}
                 self.finest_resolution = WindowSpec.from_names(names).finest
             for w in windows:
+                if not self._admit(w):
+                    self.series_rejected += 1  # beyond max_series: counted, never silent
+                    continue
                 key = (w.resolution, w.series)
                 current = self._latest.get(key)
                 if current is None or w.window_end_us >= current.window_end_us:
@@ -93,6 +109,46 @@ class LatencyExporter:
                     into = self._counters[name]
                     for k, v in getattr(counters, name).items():
                         _add(into, k, v)
+            self._evict_stale()
+
+    def _admit(self, w: WindowHistogram) -> bool:
+        """Whether the window's series is kept: known already, or new and under the cap."""
+        triple = (w.series.cluster, w.series.topic, w.series.partition)
+        resolutions = self._admitted.get(triple)
+        if resolutions is None:
+            if len(self._admitted) >= self.max_series:
+                return False
+            resolutions = self._admitted[triple] = set()
+        resolutions.add(w.resolution)
+        return True
+
+    def _evict_stale(self) -> None:
+        """Drop series with no closed window for ``series_ttl_windows`` of their resolution.
+
+        A partition or probe that went away must leave /metrics (and memory) rather than be
+        exported forever at its last value; its cumulative series go with its finest windows.
+        """
+        stale = [
+            key
+            for key, w in self._latest.items()
+            if self._window_end[key[0]] - w.window_end_us
+            > self.series_ttl_windows * (w.window_end_us - w.window_start_us)
+        ]
+        for res, series in stale:
+            del self._latest[(res, series)]
+            del self._lines[(res, series)]
+            self.series_evicted += 1
+            triple = (series.cluster, series.topic, series.partition)
+            if not any((res, SeriesKey(*triple, kind)) in self._latest for kind in KINDS):
+                left = self._admitted.get(triple)
+                if left is not None:
+                    left.discard(res)
+                    if not left:
+                        del self._admitted[triple]
+                        self._forget_counters(triple)
+            if res == self.finest_resolution:
+                for store in (self._hist.buckets, self._hist.count, self._hist.sum_s):
+                    store.pop(series, None)
 
     def _accumulate(self, w: WindowHistogram, derive_counts: bool) -> None:
         s, cum = w.series, self._hist
@@ -107,6 +163,18 @@ class LatencyExporter:
             _add(self._counters["lost"], topic, w.lost)
         if derive_counts and w.hist.overflow:
             _add(self._counters["overflow"], s, w.hist.overflow)
+
+    def _forget_counters(self, triple: tuple[str, str, str]) -> None:
+        """A series gone from every resolution takes its cumulative counters along."""
+
+        def of_triple(key: Any) -> bool:
+            if isinstance(key, SeriesKey):
+                return (key.cluster, key.topic, key.partition) == triple
+            return bool(key == triple)
+
+        for into in self._counters.values():
+            for key in [k for k in into if of_triple(k)]:
+                del into[key]
 
     def set_pipeline_health(
         self,
@@ -144,6 +212,9 @@ class LatencyExporter:
             counters = StreamCounters(**self._counters)
             rest = [
                 *exposition.counter_families(counters),
+                *exposition.series_families(
+                    len(self._admitted), self.max_series, self.series_rejected, self.series_evicted
+                ),
                 *exposition.health_families(self._health, self._batches),
             ]
             hist = exposition.histogram_text(
