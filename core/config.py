@@ -120,6 +120,13 @@ def kafka_topic_name(value: str) -> str:
     return value
 
 
+def tcp_port(value: int, zero: str) -> int:
+    """A TCP port number; ``zero`` says what port 0 means for this setting."""
+    if not 0 <= value <= 65535:
+        raise ValueError(f"must be a TCP port (0 {zero})")
+    return value
+
+
 def check_port_free(host: str, port: int, field: str = "metrics-port") -> None:
     """Fail now, before any connection, if a /metrics server could not bind ``host:port``."""
     import socket

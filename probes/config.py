@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from core.config import StageConfig, kafka_topic_name, resolve_secrets
+from core.config import StageConfig, kafka_topic_name, resolve_secrets, tcp_port
 from core.units import parse_duration_s, parse_rate, parse_size_bytes
 
 #: Bytes of the probe header inside every payload (see probes.payload).
@@ -93,9 +93,7 @@ class ProbeConfig(StageConfig):
     @field_validator("metrics_port")
     @classmethod
     def _port(cls, v: int) -> int:
-        if not 0 <= v <= 65535:
-            raise ValueError("must be a TCP port (0 disables)")
-        return v
+        return tcp_port(v, zero="disables")
 
     @model_validator(mode="after")
     def _echo_default(self) -> ProbeConfig:

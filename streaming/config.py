@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from core.config import StageConfig, kafka_topic_name
+from core.config import StageConfig, kafka_topic_name, tcp_port
 from core.hdr import HdrLayout, LayoutError
 from core.units import parse_duration_s
 from core.windows import DEFAULT_WINDOWS, WindowSpec
@@ -94,16 +94,7 @@ class StreamConfig(StageConfig):
     @field_validator("metrics_port")
     @classmethod
     def _port(cls, v: int) -> int:
-        if not 0 <= v <= 65535:
-            raise ValueError("must be a TCP port (0 = any free port)")
-        return v
-
-    @field_validator("max_records_per_batch")
-    @classmethod
-    def _max_records(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError("must be >= 1")
-        return v
+        return tcp_port(v, zero="= any free port")
 
     @model_validator(mode="after")
     def _build(self) -> StreamConfig:
