@@ -9,26 +9,25 @@ from __future__ import annotations
 import argparse
 import contextlib
 import re
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.config import ConfigError, build, check_port_free
-from core.hdr import quantile_label
 from core.sla import SlaConfig, load_sla
 from core.units import format_duration, parse_duration_s
 from core.windows import WindowSpec
-from monitor.slo import live_status as sla_status
+from monitor.processes import StopFlag as _StopFlag
+from monitor.processes import jvm_output_to
+from monitor.processes import probe_process as _probe_process
+from monitor.processes import terminate as _terminate
+from monitor.tables import render_tables
 
 if TYPE_CHECKING:
-    from core.windows import WindowHistogram
     from streaming.config import StreamConfig
 
 EXAMPLES = """examples:
@@ -36,12 +35,6 @@ EXAMPLES = """examples:
   nines demo --duration 60            # one minute, then exit 0
   nines demo --hiccup 5s@30s          # stall the embedded broker for 5 s after 30 s (CTRL+Z test)
 """
-
-#: Quantiles of the live table (labelled as everywhere else: p99.9 for 0.999).
-TABLE_QUANTILES = (0.5, 0.99, 0.999, 0.9999, 0.99999)
-#: A probe pause longer than this in a window makes that window's tail the probe's (or the
-#: machine's), not the broker's: the same guard as the example SLA's ``probe_hiccup_max``.
-HICCUP_SUSPECT_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -260,29 +253,6 @@ def _run_pipeline(args: argparse.Namespace, opts: DemoOptions, workdir: Path) ->
     return 0
 
 
-@contextlib.contextmanager
-def jvm_output_to(path: Path) -> Iterator[None]:
-    """Point this process's stderr (fd 2) at ``path`` while the Spark JVM is launched.
-
-    PySpark starts the JVM with our stderr inherited, and log4j writes to it before any config
-    of ours applies; the JVM (and the Python workers it spawns) keep the file, our own stderr
-    comes back afterwards. The screen then stays the product's.
-    """
-    import os
-
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with open(path, "ab") as log:
-        os.dup2(log.fileno(), 2)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "hostname resolves to loopback"
-    try:
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
 def _write_rules(sla: SlaConfig, workdir: Path) -> Path:
     """The SLA's Prometheus rules, as ``nines alerts render`` writes them."""
     import yaml
@@ -327,136 +297,6 @@ def _loop(job, broker, probe, opts, stop, out) -> None:  # type: ignore[no-untyp
             time.sleep(0.25)
         if stalled_until is not None and stalled_until > 0:
             broker.resume()
-
-
-def probe_hiccup_s(windows: list[WindowHistogram]) -> dict[str, float]:
-    """Cluster → the probe's longest own pause (seconds) in these windows."""
-    out: dict[str, float] = {}
-    for w in windows:
-        if w.series.kind == "hiccup" and w.hist.total:
-            out[w.series.cluster] = max(out.get(w.series.cluster, 0.0), w.hist.max_us / 1e6)
-    return out
-
-
-def attribution(hiccup_s: float | None, tail_s: float) -> str:
-    """Whose spike it is, at a glance: the probe's own pauses against the tail it measured."""
-    if hiccup_s is None:
-        return "probe pauses: no data"
-    verdict = (
-        "the probe/machine stalled: its tail here is not the broker's"
-        if hiccup_s > HICCUP_SUSPECT_S and hiccup_s >= tail_s / 2
-        else "the tail is the broker's"
-    )
-    return f"probe's longest own pause {hiccup_s * 1e3:.1f} ms: {verdict}"
-
-
-def render_tables(latest: dict, quantile_table, sla: SlaConfig | None = None) -> object:  # type: ignore[type-arg,no-untyped-def]
-    """A rich renderable: one table per resolution for its latest closed window, then the SLA.
-
-    Each table carries the probe's own longest pause (its hiccup) beside the latency, so a spike
-    reads at once as the probe's or machine's (a pause as long as the tail) or the broker's.
-    """
-    from datetime import datetime
-
-    from rich.console import Group
-    from rich.table import Table
-
-    labels = [quantile_label(q) for q in TABLE_QUANTILES]
-    tables = []
-    for res, windows in sorted(latest.items(), key=lambda kv: parse_duration_s(kv[0])):
-        if not windows:
-            continue
-        end = max(w.window_end_us for w in windows)
-        when = datetime.fromtimestamp(end / 1e6, tz=UTC).strftime("%H:%M:%S")
-        hiccups = probe_hiccup_s(windows)
-        rows = quantile_table([w for w in windows if w.series.kind == "e2e"])
-        tail_s = max((r["max"] for r in rows), default=0.0)
-        caption = "; ".join(
-            f"{cluster}: {attribution(hiccups.get(cluster), tail_s)}"
-            for cluster in sorted({r["cluster"] for r in rows})
-        )
-        t = Table(
-            title=f"latest closed {res} window (ended {when} UTC) — end-to-end latency, ms",
-            caption=caption or None,
-        )
-        for col in ("topic", "partition", "samples", *labels, "max", "lost", "probe pause"):
-            t.add_column(col, justify="left" if col == "topic" else "right")
-        for row in rows:
-            cells = [row["topic"], row["partition"], str(row["samples"])]
-            for label in labels:
-                v = row.get(label)
-                cells.append("—" if v is None else f"{v * 1e3:.3f}")
-            pause = hiccups.get(row["cluster"])
-            cells += [
-                f"{row['max'] * 1e3:.3f}",
-                str(row["lost"]),
-                "—" if pause is None else f"{pause * 1e3:.3f}",
-            ]
-            t.add_row(*cells)
-        tables.append(t)
-    if sla is not None:
-        t = Table(title="SLA objectives — worst series in the latest closed window")
-        for col in ("objective", "name", "worst, ms", "state"):
-            t.add_column(col, justify="right" if col == "worst, ms" else "left")
-        for row in sla_status(sla, latest):
-            worst = "—" if row["worst"] is None else f"{row['worst'] * 1e3:.3f}"
-            t.add_row(row["objective"], row["name"], worst, row["state"])
-        tables.append(t)
-    return Group(*tables)
-
-
-@contextlib.contextmanager
-def _probe_process(bootstrap: str, rate: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "monitor",
-        "probe",
-        "--bootstrap",
-        bootstrap,
-        "--rate",
-        str(rate),
-        "--loss-timeout",
-        "10s",
-        "--metrics-port",
-        "0",
-        "--cluster",
-        "demo",
-        "--probe-id",
-        "demo",
-    ]
-    with open(log, "ab") as log_file:  # a pipe nobody reads would block the probe when full
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file)
-    try:
-        time.sleep(0.5)
-        if proc.poll() is not None:
-            err = log.read_text(errors="replace").strip()
-            raise RuntimeError(f"the probe failed to start: {err}")
-        yield proc
-    finally:
-        _terminate(proc)
-
-
-def _terminate(proc: subprocess.Popen[bytes], timeout_s: float = 15) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-class _StopFlag:
-    """Set by SIGINT/SIGTERM so the demo stops at a clean point."""
-
-    def __init__(self) -> None:
-        self.set = False
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, self._handle)
-
-    def _handle(self, *_: object) -> None:
-        self.set = True
 
 
 class _Output:

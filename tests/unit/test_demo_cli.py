@@ -110,7 +110,8 @@ def _window(res: str, partition: str, values_us: list[int], kind: str = "e2e") -
 
 def test_sla_status_judges_the_worst_series_of_the_example_sla() -> None:
     from core.sla import load_sla
-    from monitor.demo import DEFAULT_SLA, sla_status
+    from monitor.demo import DEFAULT_SLA
+    from monitor.slo import live_status as sla_status
 
     sla = load_sla(DEFAULT_SLA)  # e2e p99.9 <= 100ms per 1m, e2e max <= 2s per 10s
     fast = [5_000] * 2_000
@@ -142,7 +143,8 @@ def test_sla_status_judges_the_worst_series_of_the_example_sla() -> None:
 
 def test_sla_status_does_not_judge_a_quantile_from_too_few_samples() -> None:
     from core.sla import load_sla
-    from monitor.demo import DEFAULT_SLA, sla_status
+    from monitor.demo import DEFAULT_SLA
+    from monitor.slo import live_status as sla_status
 
     rows = {
         r["name"]: r
@@ -178,8 +180,7 @@ def test_demo_writes_the_sla_rules_for_prometheus(tmp_path: object) -> None:
 def test_render_tables_attributes_a_spike_to_the_probe_or_the_broker() -> None:
     from rich.console import Console
 
-    from monitor.demo import render_tables
-    from monitor.tables import quantile_table
+    from monitor.tables import quantile_table, render_tables
 
     def screen(probe_pause_us: int, e2e_us: list[int]) -> str:
         latest = {
