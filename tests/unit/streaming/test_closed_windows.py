@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import merge_all, with_topic_rollups
-from streaming.job import closed_windows
+from streaming.closed import closed_windows
 
 LAYOUT = HdrLayout()
 RES = {"10s": 10_000_000, "1m": 60_000_000}
@@ -126,3 +126,14 @@ def test_histograms_counters_and_merges_are_exact() -> None:
 def test_empty_batch() -> None:
     windows, counters = closed_windows(SCHEMA.empty_table(), LAYOUT, RES)
     assert windows == [] and not counters.echoes and not counters.bad
+
+
+def test_overflow_adds_up_over_several_windows_of_one_series_in_one_batch() -> None:
+    """A batch that closes several finest windows of a series counts each one's overflow."""
+    samples = [(T0 + 1, "1", 7_200_000_000, False), (T0 + 10_000_001, "1", 7_300_000_000, False)]
+    samples += [(T0 + 20_000_001, "1", 7_400_000_000, False), (T0 + 5, "1", 900, False)]
+    windows, counters = closed_windows(
+        pa.Table.from_pylist(aggregate(samples), SCHEMA), LAYOUT, RES
+    )
+    assert len({w.window_start_us for w in windows if w.resolution == "10s"}) == 3
+    assert counters.overflow == {next(iter(counters.overflow)): 3}
