@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
+from test_closed_windows import SCHEMA  # the rows Spark hands foreachBatch
 
 from core.windows import ALL_PARTITIONS, WindowHistogram
 from streaming.config import StreamConfig
@@ -15,21 +16,6 @@ from streaming.job import StreamJob
 from streaming.sink import WindowSink
 
 END_S = 1_800_000_010
-SCHEMA = pa.schema(
-    [
-        ("resolution", pa.string()),
-        ("window_end", pa.timestamp("us", "UTC")),
-        ("cluster", pa.string()),
-        ("topic", pa.string()),
-        ("partition", pa.string()),
-        ("kind", pa.string()),
-        ("bucket", pa.int64()),
-        ("count", pa.int64()),
-        ("lost", pa.int64()),
-        ("max_us", pa.int64()),
-        ("sum_us", pa.int64()),
-    ]
-)
 
 
 def row(kind: str, count: int, partition: str = "0", bucket: int = 1000) -> dict[str, Any]:
