@@ -73,9 +73,9 @@ class BrokerConfig(StageConfig):
     @classmethod
     def _tansu_is_one_broker(cls, values: Any) -> Any:
         """Tansu runs one broker: ``brokers`` defaults to 1 there and may not be more."""
-        if isinstance(values, dict) and values.get("engine") == "tansu":
-            if values.get("brokers") is None:
-                return {**values, "brokers": 1}
+        tansu = isinstance(values, dict) and values.get("engine") == "tansu"
+        if tansu and values.get("brokers") is None:
+            return {**values, "brokers": 1}
         return values
 
     @field_validator("brokers")

@@ -1,4 +1,4 @@
-"""The ``nines broker`` process: mock cluster (or a Tansu child), fixed-port forwarder, control socket.
+"""The ``nines broker`` process: mock cluster or Tansu child, fixed-port forwarder, control socket.
 
 The ready-file format and the control protocol are described in :mod:`testbroker.control`.
 """
@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
 
 from testbroker.config import BrokerConfig, parse_topic
 from testbroker.control import ReadyInfo, write_ready
@@ -148,11 +149,12 @@ class Controller(_CommandTable):
         self.cluster.set_leader(topic, partition, broker)
         return ""
 
+
 class TansuController(_CommandTable):
     """Control commands for the tansu engine: topics by the admin API; mock-only faults refused."""
 
     #: What each mock fault would need from Tansu, which has no fault-injection API.
-    UNSUPPORTED = {
+    UNSUPPORTED: ClassVar[dict[str, tuple[int, str]]] = {
         "rtt": (2, "per-broker RTT"),
         "down": (1, "taking one broker of several down"),
         "up": (1, "bringing one broker of several up"),

@@ -125,7 +125,7 @@ class TansuBroker:
                 stdout=log,
                 stderr=log,
                 env=env,
-                preexec_fn=_child_setup,  # noqa: PLW1509 (no threads exist yet in the child)
+                preexec_fn=_child_setup,
             )
         finally:
             if not isinstance(log, int):
@@ -134,8 +134,9 @@ class TansuBroker:
         while True:
             if self._proc.poll() is not None:
                 raise TansuError(f"tansu exited with {self._proc.returncode}{self._log_tail()}")
-            with contextlib.suppress(OSError), socket.create_connection(
-                (LOOPBACK, self.port), timeout=0.5
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection((LOOPBACK, self.port), timeout=0.5),
             ):
                 return self
             if time.monotonic() > deadline:

@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from kafka_cluster import producer, unique_topic
+from kafka_cluster import producer, unique_topic, whole_log_conf
 
 from core.echo import Echo, encode_record
 from streaming.archive import read_windows
@@ -61,10 +61,11 @@ def wait_archive(
     raise AssertionError("timed out waiting for the archive")
 
 
-def test_sigkill_and_restart_counts_every_echo_once(broker: Any, tmp_path: Path) -> None:
+def test_sigkill_and_restart_counts_every_echo_once(any_broker: Any, tmp_path: Path) -> None:
+    broker = any_broker  # the mock, then Tansu
     topic = unique_topic(broker, 2)
     t0 = (int(time.time()) // 60 * 60 - 3600) * 1_000_000
-    prod = producer(broker.bootstrap)
+    prod = producer(broker.bootstrap, **whole_log_conf(broker))
     expected: Counter[int] = Counter()
 
     def send(seqs: range) -> None:
