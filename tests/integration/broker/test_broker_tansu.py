@@ -77,26 +77,28 @@ def test_cli_starts_tansu_writes_ready_file_and_shuts_down_clean(tmp_path: Path)
     assert not alive(info.pid)
 
 
-def test_default_topics_and_round_trip() -> None:
-    with EmbeddedBroker(engine="tansu") as b:
-        assert b.brokers == 1 and not b.faults
-        md = producer(b.bootstrap).list_topics(timeout=10)
-        assert len(md.topics["nines.probe"].partitions) == 1  # one per broker
-        assert len(md.topics["nines.echoes"].partitions) == 2
-        b.create_topic("rt", 2)
-        assert b.ctl("bootstrap") == b.bootstrap
-        prod = producer(b.bootstrap, linger_ms=0)
-        for i in range(20):
-            prod.produce("rt", value=f"m{i}".encode(), partition=i % 2)
-        assert prod.flush(10) == 0
-        cons = consumer(b.bootstrap)
-        cons.assign([TopicPartition("rt", p, 0) for p in (0, 1)])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 15
-        while len(got) < 20 and time.monotonic() < deadline:
-            got += [m.value() for m in cons.consume(100, 0.5) if m.error() is None]
-        cons.close()
-        assert sorted(got) == sorted(f"m{i}".encode() for i in range(20))
+def test_default_topics_and_round_trip(tansu_broker: EmbeddedBroker) -> None:
+    b = tansu_broker
+    # the session's broker: the topic below is this test's own
+    assert b.brokers == 1 and not b.faults
+    md = producer(b.bootstrap).list_topics(timeout=10)
+    assert len(md.topics["nines.probe"].partitions) == 1  # one per broker
+    assert len(md.topics["nines.echoes"].partitions) == 2
+    rt = f"rt.{os.getpid()}.{time.monotonic_ns()}"
+    b.create_topic(rt, 2)
+    assert b.ctl("bootstrap") == b.bootstrap
+    prod = producer(b.bootstrap, linger_ms=0)
+    for i in range(20):
+        prod.produce(rt, value=f"m{i}".encode(), partition=i % 2)
+    assert prod.flush(10) == 0
+    cons = consumer(b.bootstrap)
+    cons.assign([TopicPartition(rt, p, 0) for p in (0, 1)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 15
+    while len(got) < 20 and time.monotonic() < deadline:
+        got += [m.value() for m in cons.consume(100, 0.5) if m.error() is None]
+    cons.close()
+    assert sorted(got) == sorted(f"m{i}".encode() for i in range(20))
 
 
 def acked_at(prod: Producer, topic: str) -> float:

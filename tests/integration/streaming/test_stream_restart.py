@@ -49,12 +49,19 @@ def stream(bootstrap: str, topic: str, tmp: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def failure(log: Path) -> str:
+    """The first error lines of the job's log and its tail (Spark's plan dump hides the cause)."""
+    text = log.read_text(errors="replace")
+    causes = [ln for ln in text.splitlines() if "Error" in ln or "kafka:" in ln][:5]
+    return "\n".join(causes) + "\n...\n" + text[-2000:]
+
+
 def wait_archive(
     tmp: Path, predicate: Any, proc: subprocess.Popen[bytes], timeout_s: float
 ) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        assert proc.poll() is None, (tmp / "stream.log").read_text()[-3000:]
+        assert proc.poll() is None, failure(tmp / "stream.log")
         if predicate(read_windows(tmp / "archive")):
             return
         time.sleep(1)
