@@ -230,8 +230,7 @@ def serve_tansu(
     binary: Path,
 ) -> int:
     """Run Tansu as a child until ``wait(alive)`` returns; 1 if Tansu itself died."""
-    log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"nines-tansu-{os.getpid()}.log"
-    broker = TansuBroker(binary, port=cfg.port, log_path=log_path)
+    broker = TansuBroker(binary, port=cfg.port)  # its log goes to our stderr
     control: _ControlServer | None = None
     try:
         broker.start()
@@ -263,8 +262,6 @@ def serve_tansu(
         if ready_file is not None:
             with contextlib.suppress(OSError):
                 ready_file.unlink()
-        with contextlib.suppress(OSError):
-            log_path.unlink()
     return 0
 
 

@@ -16,6 +16,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -117,7 +118,8 @@ class TansuBroker:
     def start(self, timeout_s: float = 30.0) -> TansuBroker:
         """Launch Tansu and wait until its listener accepts connections."""
         env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
-        log = self.log_path.open("ab") if self.log_path is not None else subprocess.DEVNULL
+        # without a log file, Tansu writes to our stderr: our stdout is the bootstrap line alone
+        log = self.log_path.open("ab") if self.log_path is not None else sys.stderr
         try:
             self._proc = subprocess.Popen(
                 self.command(),
@@ -128,7 +130,7 @@ class TansuBroker:
                 preexec_fn=_child_setup,
             )
         finally:
-            if not isinstance(log, int):
+            if log is not sys.stderr:
                 log.close()
         deadline = time.monotonic() + timeout_s
         while True:
