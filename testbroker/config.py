@@ -1,11 +1,11 @@
-"""Config of ``nines broker`` (YAML section ``broker:``): brokers, topics, fixed port."""
+"""Config of ``nines broker`` (YAML section ``broker:``): engine, brokers, topics, fixed port."""
 
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from core.config import StageConfig
 
@@ -43,9 +43,17 @@ def _check_topic(spec: str) -> str:
 TopicSpec = Annotated[str, AfterValidator(_check_topic)]
 
 
-class BrokerConfig(StageConfig):
-    """The embedded test cluster: how many brokers, which topics, optional fixed port."""
+ENGINES = ("mock", "tansu")
 
+
+class BrokerConfig(StageConfig):
+    """The embedded test cluster: which engine, how many brokers, which topics, fixed port."""
+
+    engine: Literal["mock", "tansu"] = Field(
+        default="mock",
+        description="mock: librdkafka's mock cluster, every fault injectable; tansu: one real "
+        "Kafka-compatible broker (Tansu), stall/resume by signal only.",
+    )
     brokers: int = Field(
         default=3, ge=1, le=MAX_BROKERS, description="Number of mock brokers (ids 1..N)."
     )
@@ -60,6 +68,23 @@ class BrokerConfig(StageConfig):
         le=65535,
         description="Fixed loopback port of broker 1 (broker i gets port+i-1) via a forwarder.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tansu_is_one_broker(cls, values: Any) -> Any:
+        """Tansu runs one broker: ``brokers`` defaults to 1 there and may not be more."""
+        tansu = isinstance(values, dict) and values.get("engine") == "tansu"
+        if tansu and values.get("brokers") is None:
+            return {**values, "brokers": 1}
+        return values
+
+    @field_validator("brokers")
+    @classmethod
+    def _engine_brokers(cls, value: int, info: ValidationInfo) -> int:
+        """The tansu engine is a single broker; several need the mock."""
+        if info.data.get("engine") == "tansu" and value != 1:
+            raise ValueError("the tansu engine runs exactly 1 broker (use --engine mock for more)")
+        return value
 
     @field_validator("topics", mode="before")
     @classmethod

@@ -1,4 +1,4 @@
-"""``EmbeddedBroker``: start ``nines broker`` as a subprocess and drive its faults from Python.
+"""``EmbeddedBroker``: start ``nines broker`` (mock or tansu) as a subprocess; drive its faults.
 
 The cluster always runs in its own process: a mock cluster inside a client process shares that
 client's threads and (in our trial) acked messages it never stored.
@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Literal
 
 from testbroker.control import ControlError, ReadyInfo, send
 
@@ -31,12 +32,16 @@ class EmbeddedBroker:
 
     def __init__(
         self,
-        brokers: int = 3,
+        brokers: int | None = None,
         topics: Sequence[tuple[str, int]] | None = None,
         port: int | None = None,
         ready_timeout_s: float = 30.0,
+        engine: Literal["mock", "tansu"] = "mock",
     ) -> None:
-        self.brokers = brokers
+        self.engine = engine
+        #: tansu is one real broker whose faults are signals only (rtt/down/up/leader raise)
+        self.faults = engine == "mock"
+        self.brokers = brokers if brokers is not None else (3 if engine == "mock" else 1)
         self.topics = list(topics) if topics is not None else None
         self.port = port
         self.ready_timeout_s = ready_timeout_s
@@ -50,6 +55,8 @@ class EmbeddedBroker:
     def command(self) -> list[str]:
         """The argv this handle runs (useful in failure messages and docs)."""
         argv = [sys.executable, "-m", "monitor", "broker", "--brokers", str(self.brokers)]
+        if self.engine != "mock":
+            argv += ["--engine", self.engine]
         for name, partitions in self.topics or ():
             argv += ["--topic", f"{name}:{partitions}"]
         if self.port is not None:
@@ -131,7 +138,7 @@ class EmbeddedBroker:
         return send(self.info.control, *words)
 
     def rtt(self, broker: int, rtt_ms: int) -> None:
-        """Delay every response of ``broker`` by ``rtt_ms`` (0 clears)."""
+        """Delay every response of ``broker`` by ``rtt_ms`` (0 clears; mock engine only)."""
         self.ctl("rtt", str(broker), str(rtt_ms))
 
     def down(self, broker: int) -> None:
@@ -151,7 +158,10 @@ class EmbeddedBroker:
         self.ctl("create-topic", name, str(partitions))
 
     def pause(self) -> None:
-        """SIGSTOP the whole cluster (the Ctrl+Z test): clients stall, nothing answers."""
+        """SIGSTOP the whole cluster (the Ctrl+Z test): clients stall, nothing answers.
+
+        The ready file's pid is the process serving Kafka: ``nines broker`` itself for the
+        mock, the Tansu child for tansu."""
         os.kill(self.pid, signal.SIGSTOP)
 
     def resume(self) -> None:

@@ -1,4 +1,4 @@
-"""The ``nines broker`` process: mock cluster, optional fixed-port forwarder, control socket.
+"""The ``nines broker`` process: mock cluster or Tansu child, fixed-port forwarder, control socket.
 
 The ready-file format and the control protocol are described in :mod:`testbroker.control`.
 """
@@ -14,10 +14,12 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
 
 from testbroker.config import BrokerConfig, parse_topic
 from testbroker.control import ReadyInfo, write_ready
 from testbroker.mock import MockCluster, MockError
+from testbroker.tansu import TansuBroker, TansuError
 
 LOOPBACK = "127.0.0.1"
 _CHUNK = 256 * 1024
@@ -79,17 +81,43 @@ class Forwarder:
         self._sock.close()
 
 
-class Controller:
-    """Executes control-socket commands against the mock cluster; one line in, one line out."""
+class _CommandTable:
+    """Runs one control line against a table of commands; one line in, one line out."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._commands: dict[str, tuple[int, Callable[[list[str]], str]]] = {}
+
+    def handle(self, line: str) -> str:
+        """Run one command line; never raises (errors become ``error: ...``)."""
+        words = line.split()
+        if not words:
+            return "error: empty command"
+        entry = self._commands.get(words[0])
+        if entry is None:
+            return f"error: unknown command {words[0]!r} (try: {', '.join(self._commands)})"
+        arity, fn = entry
+        if len(words) - 1 != arity:
+            return f"error: {words[0]} takes {arity} argument(s), got {len(words) - 1}"
+        try:
+            with self._lock:
+                data = fn(words[1:])
+        except (MockError, TansuError, ValueError) as exc:
+            return f"error: {exc}"
+        return f"ok {data}" if data else "ok"
+
+
+class Controller(_CommandTable):
+    """Executes control-socket commands against the mock cluster."""
 
     def __init__(self, cluster: MockCluster, bootstrap: str, topics: dict[str, int]) -> None:
+        super().__init__()
         self.cluster = cluster
         self.bootstrap = bootstrap
         #: Topics this process created, name -> partitions. The mock would silently create a
         #: topic named in a leader change, so a typo must be refused here instead.
         self.topics = dict(topics)
-        self._lock = threading.Lock()
-        self._commands: dict[str, tuple[int, Callable[[list[str]], str]]] = {
+        self._commands = {
             "ping": (0, lambda a: ""),
             "bootstrap": (0, lambda a: self.bootstrap),
             "rtt": (2, lambda a: self._do(cluster.set_rtt, int(a[0]), int(a[1]))),
@@ -121,23 +149,48 @@ class Controller:
         self.cluster.set_leader(topic, partition, broker)
         return ""
 
-    def handle(self, line: str) -> str:
-        """Run one command line; never raises (errors become ``error: ...``)."""
-        words = line.split()
-        if not words:
-            return "error: empty command"
-        entry = self._commands.get(words[0])
-        if entry is None:
-            return f"error: unknown command {words[0]!r} (try: {', '.join(self._commands)})"
-        arity, fn = entry
-        if len(words) - 1 != arity:
-            return f"error: {words[0]} takes {arity} argument(s), got {len(words) - 1}"
+
+class TansuController(_CommandTable):
+    """Control commands for the tansu engine: topics by the admin API; mock-only faults refused."""
+
+    #: What each mock fault would need from Tansu, which has no fault-injection API.
+    UNSUPPORTED: ClassVar[dict[str, tuple[int, str]]] = {
+        "rtt": (2, "per-broker RTT"),
+        "down": (1, "taking one broker of several down"),
+        "up": (1, "bringing one broker of several up"),
+        "leader": (3, "moving a partition's leader"),
+    }
+
+    def __init__(self, broker: TansuBroker, topics: dict[str, int]) -> None:
+        super().__init__()
+        self.broker = broker
+        self.topics = dict(topics)
+        self._commands = {
+            "ping": (0, lambda a: ""),
+            "bootstrap": (0, lambda a: broker.bootstrap),
+            "create-topic": (2, lambda a: self._create(a[0], a[1])),
+        }
+        for name, (arity, what) in self.UNSUPPORTED.items():
+            self._commands[name] = (arity, self._refuse(name, what))
+
+    @staticmethod
+    def _refuse(name: str, what: str) -> Callable[[list[str]], str]:
+        def refuse(args: list[str]) -> str:
+            raise ValueError(
+                f"{name}: {what} is a mock-only fault; the tansu engine is one real broker "
+                "(stall it with SIGSTOP/SIGCONT, or run nines broker --engine mock)"
+            )
+
+        return refuse
+
+    def _create(self, name: str, partitions: str) -> str:
         try:
-            with self._lock:
-                data = fn(words[1:])
-        except (MockError, ValueError) as exc:
-            return f"error: {exc}"
-        return f"ok {data}" if data else "ok"
+            topic, count = parse_topic(f"{name}:{partitions}")
+        except ValueError as exc:
+            raise ValueError(f"create-topic {name} {partitions}: {exc}") from None
+        self.broker.create_topic(topic, count)
+        self.topics[topic] = count
+        return ""
 
 
 class _ControlHandler(socketserver.StreamRequestHandler):
@@ -161,6 +214,57 @@ def create_topic(cluster: MockCluster, name: str, partitions: int) -> None:
         cluster.set_leader(name, p, p % cluster.brokers + 1)
 
 
+def _start_control(controller: _CommandTable) -> _ControlServer:
+    control = _ControlServer((LOOPBACK, 0), _ControlHandler)
+    control.controller = controller  # type: ignore[attr-defined]
+    threading.Thread(
+        target=control.serve_forever, args=(0.05,), name="control", daemon=True
+    ).start()
+    return control
+
+
+def serve_tansu(
+    cfg: BrokerConfig,
+    ready_file: Path | None,
+    wait: Callable[[Callable[[], bool]], object],
+    binary: Path,
+) -> int:
+    """Run Tansu as a child until ``wait(alive)`` returns; 1 if Tansu itself died."""
+    broker = TansuBroker(binary, port=cfg.port)  # its log goes to our stderr
+    control: _ControlServer | None = None
+    try:
+        broker.start()
+        topics = dict(cfg.topic_specs())
+        for name, partitions in topics.items():
+            broker.create_topic(name, partitions)
+        control = _start_control(TansuController(broker, topics))
+        ctl_addr = control.server_address
+        # the pid line is Tansu's own: SIGSTOP on it stalls the broker, as with the mock
+        info = ReadyInfo(broker.bootstrap, (str(ctl_addr[0]), int(ctl_addr[1])), broker.pid)
+        if ready_file is not None:
+            write_ready(ready_file, info)
+        print(broker.bootstrap, flush=True)
+        print(
+            f"nines broker: tansu ({binary}) pid {broker.pid}, "
+            f"control {info.control[0]}:{info.control[1]}",
+            file=sys.stderr,
+            flush=True,
+        )
+        wait(lambda: broker.poll() is None)
+        if broker.poll() is not None:
+            print(f"nines broker: tansu exited with {broker.poll()}", file=sys.stderr, flush=True)
+            return 1
+    finally:
+        if control is not None:
+            control.shutdown()
+            control.server_close()
+        broker.stop()
+        if ready_file is not None:
+            with contextlib.suppress(OSError):
+                ready_file.unlink()
+    return 0
+
+
 def serve(cfg: BrokerConfig, ready_file: Path | None, wait: Callable[[], object]) -> int:
     """Run the cluster until ``wait()`` returns; print the bootstrap string once ready."""
     cluster = MockCluster(cfg.brokers)
@@ -179,11 +283,7 @@ def serve(cfg: BrokerConfig, ready_file: Path | None, wait: Callable[[], object]
                 forwarders.append(fwd)
                 cluster.set_advertised(i + 1, LOOPBACK, fwd.port)
             bootstrap = ",".join(f"{LOOPBACK}:{f.port}" for f in forwarders)
-        control = _ControlServer((LOOPBACK, 0), _ControlHandler)
-        control.controller = Controller(cluster, bootstrap, topics)  # type: ignore[attr-defined]
-        threading.Thread(
-            target=control.serve_forever, args=(0.05,), name="control", daemon=True
-        ).start()
+        control = _start_control(Controller(cluster, bootstrap, topics))
         ctl_addr = control.server_address
         info = ReadyInfo(bootstrap, (str(ctl_addr[0]), int(ctl_addr[1])), os.getpid())
         if ready_file is not None:
@@ -208,13 +308,23 @@ def serve(cfg: BrokerConfig, ready_file: Path | None, wait: Callable[[], object]
     return 0
 
 
-def run_until_signalled(cfg: BrokerConfig, ready_file: Path | None) -> int:
+def run_until_signalled(
+    cfg: BrokerConfig, ready_file: Path | None, tansu_binary: Path | None = None
+) -> int:
     """Serve until SIGTERM or SIGINT, then shut down cleanly and return 0."""
     # Blocked before any thread starts, so every thread inherits the mask and the main thread
     # alone takes the signal, at once, in sigwait.
     signals = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+
+    def until_signal_or_death(alive: Callable[[], bool]) -> None:
+        while alive() and signal.sigtimedwait(signals, 0.2) is None:
+            pass
+
     try:
+        if cfg.engine == "tansu":
+            assert tansu_binary is not None
+            return serve_tansu(cfg, ready_file, until_signal_or_death, tansu_binary)
         return serve(cfg, ready_file, lambda: signal.sigwait(signals))
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)

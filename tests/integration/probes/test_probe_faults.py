@@ -109,7 +109,8 @@ class Mixture:
         return float(self.weights[self.values > x].sum())
 
 
-def test_ctrl_z_calibration_open_loop_vs_naive(fresh_broker: EmbeddedBroker) -> None:
+def test_ctrl_z_calibration_open_loop_vs_naive(any_fresh_broker: EmbeddedBroker) -> None:
+    fresh_broker = any_fresh_broker  # the mock, then Tansu: SIGSTOP stalls either
     stall_s = 2.5
     agent = probe(fresh_broker.bootstrap, "ctrlz")
     naive = NaiveProber(fresh_broker.bootstrap, "nines.probe", 0, interval_s=1 / RATE).start()

@@ -8,7 +8,7 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
-from kafka_cluster import producer, unique_topic
+from kafka_cluster import producer, unique_topic, whole_log_conf
 from pyspark.sql import functions as F
 
 from core.echo import Echo, Hiccup, encode_record
@@ -120,12 +120,14 @@ def test_bucket_expression_matches_numpy(spark: Any) -> None:
         assert [got[int(v)] for v in values] == expected.tolist()
 
 
-def test_oracle_windows_late_and_bad(broker: Any, spark: Any) -> None:
+def test_oracle_windows_late_and_bad(any_broker: Any, spark: Any) -> None:
+    broker = any_broker  # the mock, then Tansu
     topic = unique_topic(broker, 2)
     t0 = (int(time.time()) // 3600 * 3600 - 7200) * 1_000_000  # aligned, two hours ago
     echoes, hiccups = dataset(t0)
     end_us = t0 + MINUTES * 60_000_000
-    prod = producer(broker.bootstrap, **{"linger.ms": 20, "compression.type": "lz4"})
+    conf = {"linger.ms": 20, "compression.type": "lz4", **whole_log_conf(broker)}
+    prod = producer(broker.bootstrap, **conf)
     for i, rec in enumerate([*echoes, *hiccups]):
         prod.produce(topic, key=str(i % 7), value=encode_record(rec))
         if i % 5000 == 0:

@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from kafka_cluster import producer, unique_topic
+from kafka_cluster import producer, unique_topic, whole_log_conf
 
 from core.echo import Echo, encode_record
 from streaming.archive import read_windows
@@ -49,22 +49,30 @@ def stream(bootstrap: str, topic: str, tmp: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def failure(log: Path) -> str:
+    """The first error lines of the job's log and its tail (Spark's plan dump hides the cause)."""
+    text = log.read_text(errors="replace")
+    causes = [ln for ln in text.splitlines() if "Error" in ln or "kafka:" in ln][:5]
+    return "\n".join(causes) + "\n...\n" + text[-2000:]
+
+
 def wait_archive(
     tmp: Path, predicate: Any, proc: subprocess.Popen[bytes], timeout_s: float
 ) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        assert proc.poll() is None, (tmp / "stream.log").read_text()[-3000:]
+        assert proc.poll() is None, failure(tmp / "stream.log")
         if predicate(read_windows(tmp / "archive")):
             return
         time.sleep(1)
     raise AssertionError("timed out waiting for the archive")
 
 
-def test_sigkill_and_restart_counts_every_echo_once(broker: Any, tmp_path: Path) -> None:
+def test_sigkill_and_restart_counts_every_echo_once(any_broker: Any, tmp_path: Path) -> None:
+    broker = any_broker  # the mock, then Tansu
     topic = unique_topic(broker, 2)
     t0 = (int(time.time()) // 60 * 60 - 3600) * 1_000_000
-    prod = producer(broker.bootstrap)
+    prod = producer(broker.bootstrap, **whole_log_conf(broker))
     expected: Counter[int] = Counter()
 
     def send(seqs: range) -> None:
