@@ -252,7 +252,7 @@ def _load(data: bytes | str | None) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise BadEcho("not_object", type(obj).__name__)
     # two values for a field we read: parsers disagree on which wins (extra fields are ignored)
-    duplicated = getattr(obj, "duplicated", frozenset()) & _KNOWN_FIELDS
+    duplicated: frozenset[str] = getattr(obj, "duplicated", frozenset()) & _KNOWN_FIELDS
     if duplicated:
         raise BadEcho("duplicate_key", ", ".join(sorted(duplicated)))
     return obj

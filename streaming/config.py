@@ -17,6 +17,8 @@ class StreamConfig(StageConfig):
     echo_topic: str = "nines.echoes"
     windows: tuple[str, ...] = ("10s", "1m", "1h")
     watermark: float = 120.0
+    #: An echo whose intended time is further ahead of its Kafka timestamp is bad (``future``).
+    max_clock_skew: float = 300.0
     digits: int = 3
     lowest_us: int = 1
     highest: float = 3600.0
@@ -48,7 +50,7 @@ class StreamConfig(StageConfig):
                 raise ValueError(f"every window must be a multiple of the finest ({finest:g}s)")
         return tuple(format_duration(s) for s in seconds)
 
-    @field_validator("watermark", "highest", "trigger", mode="before")
+    @field_validator("watermark", "highest", "trigger", "max_clock_skew", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> float:
         seconds = parse_duration_s(v)

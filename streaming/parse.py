@@ -267,9 +267,6 @@ def mark_future(parsed: pa.RecordBatch, kafka_us: pa.Array, max_skew_us: int) ->
     cols = [
         pc.if_else(future, "bad", parsed.column("rtype")),
         pc.if_else(future, "future", parsed.column("reason")),
-        *(
-            pc.if_else(future, pa.scalar(None, col.type), col)
-            for col in parsed.columns[2:]
-        ),
+        *(pc.if_else(future, pa.scalar(None, col.type), col) for col in parsed.columns[2:]),
     ]
     return pa.RecordBatch.from_arrays(cols, schema=PARSED_SCHEMA)

@@ -74,9 +74,7 @@ HOSTILE: list[Callable[[bytes], bytes | None]] = [
     lambda r: r + b"\n" + r,
     lambda r: b"  " + r + b"\t",
 ]
-hostile = st.sampled_from(HOSTILE).flatmap(
-    lambda f: st.sampled_from([GOOD, GOOD_HICCUP]).map(f)
-)
+hostile = st.sampled_from(HOSTILE).flatmap(lambda f: st.sampled_from([GOOD, GOOD_HICCUP]).map(f))
 any_value = st.one_of(
     st.none(),
     st.binary(max_size=200),
@@ -84,7 +82,9 @@ any_value = st.one_of(
     st.integers(0, 3000).map(lambda n: b"[" * n),
     st.integers(0, 3000).map(lambda n: b'{"a":' * n),
     st.integers(0, 3000).map(lambda n: with_extra(GOOD, b'"x":' + b"[" * n + b"]" * n)),
-    st.builds(lambda a, b: GOOD[:a] + b + GOOD[a:], st.integers(0, len(GOOD)), st.binary(max_size=8)),
+    st.builds(
+        lambda a, b: GOOD[:a] + b + GOOD[a:], st.integers(0, len(GOOD)), st.binary(max_size=8)
+    ),
     st.just(GOOD),
     hostile,
 )
@@ -96,7 +96,9 @@ def reference_reason(raw: bytes | None) -> tuple[str, str | None]:
         rec = decode_record(raw)
     except BadEcho as exc:
         return "bad", exc.reason
-    if any(isinstance(v, int) and abs(v) >= 2**63 for v in (getattr(rec, f) for f in rec.__slots__)):
+    if any(
+        isinstance(v, int) and abs(v) >= 2**63 for v in (getattr(rec, f) for f in rec.__slots__)
+    ):
         return "bad", "bad_type"
     return ("hiccup" if isinstance(rec, Hiccup) else "echo"), None
 
@@ -198,13 +200,17 @@ def test_nesting_depth_skips_strings_and_escapes() -> None:
 
 def test_an_event_time_too_far_ahead_of_the_kafka_timestamp_is_bad_future() -> None:
     skew_us = 300_000_000
+
+    def at(seq: int, t_us: int) -> bytes:
+        return encode_record(Echo("p", "c", "t", 0, 1, seq, 10, t_us, t_us, None, t_us + 9))
+
     values = [
-        encode_record(Echo("p", "c", "t", 0, 1, 0, 10, T0, T0, None, T0 + 9)),  # on time
-        encode_record(Echo("p", "c", "t", 0, 1, 1, 10, T0 + skew_us, T0 + skew_us, None, T0 + skew_us)),
-        encode_record(Echo("p", "c", "t", 0, 1, 2, 10, T0 + skew_us + 1, T0 + skew_us + 1, None, T0 + skew_us + 1)),
+        at(0, T0),  # on time
+        at(1, T0 + skew_us),
+        at(2, T0 + skew_us + 1),
         encode_record(Hiccup("p", "c", T0 + 3600_000_000, T0 + 3600_000_001, 1, 1, 1)),
         b"{not json",
-        encode_record(Echo("p", "c", "t", 0, 1, 3, 10, T0 + 10**12, T0 + 10**12, None, T0 + 10**12)),
+        at(3, T0 + 10**12),
     ]
     kafka_us = pa.array([T0, T0, T0, T0, T0, None], pa.int64())  # None: no timestamp, trusted
     out = mark_future(parse_values(values), kafka_us, skew_us)
