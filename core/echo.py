@@ -7,6 +7,7 @@ See docs/echo-format.md. Probes write it; the streaming job parses it (vectorise
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, fields
 from typing import Any, Final, Literal
@@ -52,7 +53,7 @@ BAD_REASONS: Final[tuple[str, ...]] = (
     "too_large",  # over MAX_ECHO_BYTES
     "not_utf8",
     "too_deep",  # nested deeper than MAX_ECHO_DEPTH
-    "non_finite",  # NaN, Infinity, -Infinity: not JSON
+    "non_finite",  # NaN or ±Infinity (not JSON, though parsers accept it) for an integer field
     "duplicate_key",
     "not_object",  # valid JSON, but not an object
     "future",  # event time too far ahead of the Kafka record's timestamp (streaming only)
@@ -148,6 +149,8 @@ def _int(obj: dict[str, Any], name: str, *, nullable: bool = False, minimum: int
     value = obj[name]
     if value is None and nullable:
         return None
+    if isinstance(value, float) and not math.isfinite(value):  # NaN, Infinity, 1e999
+        raise BadEcho("non_finite", name)
     if not isinstance(value, int) or isinstance(value, bool):
         raise BadEcho("bad_type", f"{name} must be an integer")
     if value < minimum:
@@ -176,14 +179,6 @@ def _str(obj: dict[str, Any], name: str) -> str:
     return value
 
 
-class _NonFinite(ValueError):
-    pass
-
-
-def _non_finite(name: str) -> Any:
-    raise _NonFinite(name)
-
-
 class _Object(dict[str, Any]):
     """A JSON object that remembers which of its keys appeared more than once."""
 
@@ -198,7 +193,7 @@ def _object(pairs: list[tuple[str, Any]]) -> _Object:
     return obj
 
 
-_DECODER: Final = json.JSONDecoder(parse_constant=_non_finite, object_pairs_hook=_object)
+_DECODER: Final = json.JSONDecoder(object_pairs_hook=_object)
 _TOKENS: Final = re.compile(r'\\.|["\[\]{}]', re.DOTALL)
 
 
@@ -245,8 +240,6 @@ def _load(data: bytes | str | None) -> dict[str, Any]:
         obj = _DECODER.decode(text)
     except RecursionError:
         raise BadEcho("too_deep") from None
-    except _NonFinite as exc:
-        raise BadEcho("non_finite", str(exc)) from None
     except ValueError:
         raise BadEcho("not_json") from None
     if not isinstance(obj, dict):
@@ -262,7 +255,7 @@ def decode_record(data: bytes | str | None) -> Echo | Hiccup:
     """Parse and validate one record; raises ``BadEcho`` with a reason, never anything else.
 
     Any byte string gets a reason: a null Kafka value, oversize, non-UTF-8, deep nesting,
-    NaN/Infinity, duplicate keys and non-objects included (see docs/echo-format.md).
+    NaN/Infinity, duplicate fields and non-objects included (see docs/echo-format.md).
     """
     obj = _load(data)
     if obj.get("v") != SCHEMA_VERSION:

@@ -154,8 +154,10 @@ def test_every_hostile_shape_has_its_reason() -> None:
         ("not_utf8", b"\xff\xfe"),
         ("not_utf8", with_extra(GOOD, b'"x":"\xc3"')),
         ("not_utf8", GOOD.replace(b'"c"', b'"\\udc00"')),
-        ("non_finite", with_extra(GOOD, b'"x":NaN')),
-        ("non_finite", with_extra(GOOD, b'"x":[Infinity]')),
+        ("non_finite", GOOD.replace(b'"seq":0', b'"seq":NaN')),
+        ("non_finite", GOOD.replace(b'"sent_us":', b'"sent_us":-Infinity,"x":')),
+        ("non_finite", GOOD.replace(b'"seq":0', b'"seq":1e999')),  # a float beyond double: inf
+        (None, with_extra(GOOD, b'"x":[NaN,Infinity]')),  # lenient, like unknown fields
         ("duplicate_key", with_extra(GOOD, b'"intended_us":1800000000000009')),
         ("bad_type", GOOD.replace(b'"seq":0', b'"seq":' + b"9" * 30)),
         ("not_json", GOOD.replace(b'"seq":0', b'"seq":' + b"9" * 5000)),
