@@ -7,6 +7,8 @@ See docs/echo-format.md. Probes write it; the streaming job parses it (vectorise
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass, fields
 from typing import Any, Final, Literal
 
@@ -14,9 +16,29 @@ SCHEMA_VERSION: Final = 1
 #: Timestamps outside [2001-09-09, 2286-11-20] in microseconds are absurd, not data.
 MIN_EPOCH_US: Final = 1_000_000_000_000_000
 MAX_EPOCH_US: Final = 9_999_999_999_000_000
+#: A real echo is ~300 bytes; anything over this is refused unparsed, so one hostile record
+#: costs bounded time and memory (a 10 MB value is counted ``too_large``, never parsed).
+MAX_ECHO_BYTES: Final = 64 * 1024
+#: A real echo nests one level; deeper nesting (1,000 ``[`` overflowed Python's stack) is bad.
+MAX_ECHO_DEPTH: Final = 32
 
 BadReason = Literal[
-    "not_json", "version", "type", "missing_field", "bad_type", "negative", "absurd_time", "order"
+    "not_json",
+    "version",
+    "type",
+    "missing_field",
+    "bad_type",
+    "negative",
+    "absurd_time",
+    "order",
+    "tombstone",
+    "too_large",
+    "not_utf8",
+    "too_deep",
+    "non_finite",
+    "duplicate_key",
+    "not_object",
+    "future",
 ]
 BAD_REASONS: Final[tuple[str, ...]] = (
     "not_json",
@@ -27,6 +49,14 @@ BAD_REASONS: Final[tuple[str, ...]] = (
     "negative",
     "absurd_time",
     "order",
+    "tombstone",  # a null Kafka value
+    "too_large",  # over MAX_ECHO_BYTES
+    "not_utf8",
+    "too_deep",  # nested deeper than MAX_ECHO_DEPTH
+    "non_finite",  # NaN or ±Infinity (not JSON, though parsers accept it) for an integer field
+    "duplicate_key",
+    "not_object",  # valid JSON, but not an object
+    "future",  # event time too far ahead of the Kafka record's timestamp (streaming only)
 )
 
 
@@ -124,6 +154,7 @@ _HICCUP_INT_FIELDS: Final = ("start_us", "end_us", "max_us", "total_us", "count"
 
 _ENCODER: Final = json.JSONEncoder(separators=(",", ":"))
 _FIELD_NAMES: Final = {cls: tuple(f.name for f in fields(cls)) for cls in (Echo, Hiccup)}
+_KNOWN_FIELDS: Final = frozenset(_FIELD_NAMES[Echo]) | frozenset(_FIELD_NAMES[Hiccup])
 
 
 def encode_record(record: Echo | Hiccup) -> bytes:
@@ -144,6 +175,8 @@ def _int(obj: dict[str, Any], name: str, *, nullable: bool = False, minimum: int
     value = obj[name]
     if value is None and nullable:
         return None
+    if isinstance(value, float) and not math.isfinite(value):  # NaN, Infinity, 1e999
+        raise BadEcho("non_finite", name)
     if not isinstance(value, int) or isinstance(value, bool):
         raise BadEcho("bad_type", f"{name} must be an integer")
     if value < minimum:
@@ -161,21 +194,98 @@ def _time(obj: dict[str, Any], name: str, *, nullable: bool = False) -> int | No
 def _str(obj: dict[str, Any], name: str) -> str:
     if name not in obj:
         raise BadEcho("missing_field", name)
-    if not isinstance(obj[name], str):
+    value = obj[name]
+    if not isinstance(value, str):
         raise BadEcho("bad_type", f"{name} must be a string")
-    return str(obj[name])
+    if not value.isascii():
+        try:  # a lone surrogate escape ("\\ud800") parses, but is no UTF-8 string
+            value.encode()
+        except UnicodeEncodeError:
+            raise BadEcho("not_utf8", name) from None
+    return value
 
 
-def decode_record(data: bytes | str) -> Echo | Hiccup:
-    """Parse and validate one record; raises ``BadEcho`` with a reason, never anything else."""
+class _Object(dict[str, Any]):
+    """A JSON object that remembers which of its keys appeared more than once."""
+
+    duplicated: frozenset[str] = frozenset()
+
+
+def _object(pairs: list[tuple[str, Any]]) -> _Object:
+    obj = _Object(pairs)
+    if len(obj) != len(pairs):
+        keys = [k for k, _ in pairs]
+        obj.duplicated = frozenset(k for k in obj if keys.count(k) > 1)
+    return obj
+
+
+_DECODER: Final = json.JSONDecoder(object_pairs_hook=_object)
+_TOKENS: Final = re.compile(r'\\.|["\[\]{}]', re.DOTALL)
+
+
+def nesting_depth(text: str) -> int:
+    """Deepest ``[``/``{`` nesting outside strings, in one linear scan (no recursion)."""
+    depth = deepest = 0
+    in_string = False
+    for m in _TOKENS.finditer(text):
+        tok = m.group()
+        if tok == '"':
+            in_string = not in_string
+        elif in_string or len(tok) == 2:
+            continue
+        elif tok in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def _brief(value: Any) -> str:
+    """A short, safe ``repr`` for an error message (the value may be huge or deep)."""
+    if isinstance(value, str | int | float | bool | None):
+        return repr(value)[:40]
+    return type(value).__name__
+
+
+def _load(data: bytes | str | None) -> dict[str, Any]:
+    """The JSON object of one record, or ``BadEcho`` for anything not strict, bounded JSON."""
+    if data is None:
+        raise BadEcho("tombstone")
+    size = len(data) if isinstance(data, bytes) else len(data.encode(errors="replace"))
+    if size > MAX_ECHO_BYTES:
+        raise BadEcho("too_large", f"{size} bytes")
     try:
-        obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+        text = data.decode() if isinstance(data, bytes) else data
+    except UnicodeDecodeError:
+        raise BadEcho("not_utf8") from None
+    # checked before parsing: Python's parser recurses, to ~1,000 levels less the caller's stack
+    if text.count("[") + text.count("{") > MAX_ECHO_DEPTH and nesting_depth(text) > MAX_ECHO_DEPTH:
+        raise BadEcho("too_deep")
+    try:
+        obj = _DECODER.decode(text)
+    except RecursionError:
+        raise BadEcho("too_deep") from None
+    except ValueError:
         raise BadEcho("not_json") from None
     if not isinstance(obj, dict):
-        raise BadEcho("not_json", "not an object")
+        raise BadEcho("not_object", type(obj).__name__)
+    # two values for a field we read: parsers disagree on which wins (extra fields are ignored)
+    duplicated: frozenset[str] = getattr(obj, "duplicated", frozenset()) & _KNOWN_FIELDS
+    if duplicated:
+        raise BadEcho("duplicate_key", ", ".join(sorted(duplicated)))
+    return obj
+
+
+def decode_record(data: bytes | str | None) -> Echo | Hiccup:
+    """Parse and validate one record; raises ``BadEcho`` with a reason, never anything else.
+
+    Any byte string gets a reason: a null Kafka value, oversize, non-UTF-8, deep nesting,
+    NaN/Infinity, duplicate fields and non-objects included (see docs/echo-format.md).
+    """
+    obj = _load(data)
     if obj.get("v") != SCHEMA_VERSION:
-        raise BadEcho("version", repr(obj.get("v")))
+        raise BadEcho("version", _brief(obj.get("v")))
     kind = obj.get("type", "echo")
     if kind == "hiccup":
         ints = {name: _int(obj, name) for name in _HICCUP_INT_FIELDS}
@@ -193,7 +303,7 @@ def decode_record(data: bytes | str) -> Echo | Hiccup:
             count=ints["count"] or 0,
         )
     if kind != "echo":
-        raise BadEcho("type", repr(kind))
+        raise BadEcho("type", _brief(kind))
     strs = {name: _str(obj, name) for name in _ECHO_STR_FIELDS}
     ints = {
         name: _int(obj, name, minimum=-1 if name == "leader" else 0) for name in _ECHO_INT_FIELDS

@@ -23,6 +23,8 @@ class StreamConfig(StageConfig):
     echo_topic: str = "nines.echoes"
     windows: tuple[str, ...] = DEFAULT_WINDOWS.names
     watermark: float = 120.0
+    #: An echo whose intended time is further ahead of its Kafka timestamp is bad (``future``).
+    max_clock_skew: float = 300.0
     digits: int = 3
     lowest_us: int = Field(default=1, ge=1)
     highest: float = 3600.0
@@ -59,7 +61,7 @@ class StreamConfig(StageConfig):
             raise ValueError("Spark's built-in kafka source was removed; use python (the default)")
         return v
 
-    @field_validator("watermark", "highest", "trigger", mode="before")
+    @field_validator("watermark", "highest", "trigger", "max_clock_skew", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> float:
         seconds = parse_duration_s(v)

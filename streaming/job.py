@@ -81,6 +81,7 @@ def read_echoes(spark: Any, config: StreamConfig, checkpoint: str) -> Any:
         .option("kafka", json.dumps(config.kafka))
         # one Spark task per core and micro-batch, whatever the number of Kafka partitions
         .option("maxInputPartitions", str(spark.sparkContext.defaultParallelism))
+        .option("maxClockSkewUs", str(int(config.max_clock_skew * 1_000_000)))
         .load()
     )
 
@@ -175,7 +176,7 @@ class StreamJob:
         lag_s = 0.0
         if wm:
             wm_s = datetime.fromisoformat(wm.replace("Z", "+00:00")).timestamp()
-            lag_s = max(0.0, time.time() - wm_s) if wm_s > 0 else 0.0
+            lag_s = time.time() - wm_s if wm_s > 0 else 0.0  # < 0: the watermark is ahead of now
         state = sum(op.get("numRowsTotal", 0) for op in progress.get("stateOperators", []))
         sink.set_pipeline_health(
             duration_s, float(progress.get("inputRowsPerSecond") or 0.0), lag_s, state, time.time()

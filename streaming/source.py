@@ -33,7 +33,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from core.config import resolve_secrets
 from core.windows import WindowSpec
-from streaming.parse import PARSED_SCHEMA, parse_values
+from streaming.parse import PARSED_SCHEMA, mark_future, parse_values
 
 #: Row types the source emits: parsed echoes and hiccups, plus counted-not-measured rows.
 SOURCE_SCHEMA = pa.schema([*PARSED_SCHEMA, ("event_us", pa.int64()), ("n", pa.int64())])
@@ -140,6 +140,8 @@ class KafkaEchoReader(DataSourceStreamReader):
         self.stall_timeout_s = float(opts.get("stalltimeouts", "600"))
         #: Spark tasks per micro-batch at most (the job passes the default parallelism).
         self.max_slices = int(opts.get("maxinputpartitions", "4"))
+        #: An echo this far ahead of its Kafka timestamp is ``bad``/``future``, never event time.
+        self.max_skew_us = int(opts.get("maxclockskewus", "300000000"))
 
     def _consumer(self) -> Any:
         from confluent_kafka import Consumer
@@ -217,7 +219,7 @@ class KafkaEchoReader(DataSourceStreamReader):
         return list(slices(ranges, self.max_slices, watermark_us))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Consume every range of the slice; parse; mark late echoes; count gaps.
+        """Consume every range of the slice; parse; mark future and late echoes; count gaps.
 
         An offset below the retained ones resets to the oldest retained record
         (``auto.offset.reset``), whose offset then reveals the gap, counted as ``data_loss``.
@@ -237,6 +239,7 @@ class KafkaEchoReader(DataSourceStreamReader):
                 want = sum(end[p] - offset[p] for p in open_)
                 msgs = c.consume(min(FETCH_BATCH, want), 1.0)
                 values = []
+                kafka_us: list[int | None] = []
                 finished = []
                 for m in msgs:
                     if m.error():
@@ -250,7 +253,9 @@ class KafkaEchoReader(DataSourceStreamReader):
                         yield self._data_loss(p, min(o, end[p]) - offset[p], wm)
                         offset[p] = min(o, end[p])
                     if o < end[p]:
-                        values.append(m.value() or b"")
+                        values.append(m.value())  # None: a tombstone, counted as such
+                        kind, ms = m.timestamp()
+                        kafka_us.append(ms * 1000 if kind else None)
                         offset[p] = o + 1
                     if offset[p] >= end[p]:
                         open_.discard(p)
@@ -259,7 +264,9 @@ class KafkaEchoReader(DataSourceStreamReader):
                     c.pause(finished)
                 if values:
                     idle_since = None
-                    yield self._mark(parse_values(values), wm)
+                    parsed = parse_values(values)
+                    stamps = pa.array(kafka_us, pa.int64())
+                    yield self._mark(mark_future(parsed, stamps, self.max_skew_us), wm)
                     continue
                 if msgs:
                     continue

@@ -21,7 +21,7 @@ from streaming.counters import StreamCounters
 from streaming.job import StreamJob
 
 #: A minute boundary in 2027, so the test data's windows are easy to name.
-T0 = 1_800_000_000_000_000 - 1_800_000_000_000_000 % 60_000_000
+T0 = 1_700_000_000_000_000 - 1_700_000_000_000_000 % 60_000_000  # in the past: see max_clock_skew
 
 
 class Sink:

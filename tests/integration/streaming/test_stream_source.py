@@ -22,7 +22,7 @@ from core.echo import Echo, encode_record
 from core.windows import WindowSpec
 from streaming.source import KafkaEchoReader, KafkaRange, KafkaSlice, batch_watermark_us, slices
 
-T0 = 1_800_000_000_000_000 - 1_800_000_000_000_000 % 60_000_000
+T0 = 1_700_000_000_000_000 - 1_700_000_000_000_000 % 60_000_000  # in the past: see max_clock_skew
 FINEST_US = 10_000_000
 
 
