@@ -20,8 +20,8 @@ def lag_for(watermark_s: float, monkeypatch: pytest.MonkeyPatch) -> float:
         lastProgress={"durationMs": {"triggerExecution": 10}, "eventTime": {"watermark": iso}}
     )
     seen: list[Any] = []
-    monkeypatch.setattr(job.exporter, "set_pipeline_health", lambda *a: seen.append(a))
-    job._health()
+    sink = SimpleNamespace(set_pipeline_health=lambda *a: seen.append(a))
+    job._health(sink)  # type: ignore[arg-type]
     return float(seen[0][2])
 
 
