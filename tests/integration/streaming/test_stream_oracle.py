@@ -8,7 +8,7 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
-from kafka_cluster import producer, unique_topic, whole_log_conf
+from kafka_cluster import consumer, producer, unique_topic, whole_log_conf
 from pyspark.sql import functions as F
 
 from core.echo import Echo, Hiccup, encode_record
@@ -311,7 +311,14 @@ def test_retention_gap_is_counted_and_job_continues(broker: Any, spark: Any, tmp
     finally:
         job.stop()
     gap = sink.counters.data_loss[(topic, "0")]
-    assert gap > 1000, gap
-    # the job kept going: what survived retention was still measured
-    assert sum(sink.counters.echoes.values()) >= 100
-    assert sum(sink.counters.echoes.values()) + gap >= 12_000
+    # exactly the offsets retention deleted: from where the first run stopped (100) to the
+    # first one the broker still holds
+    from confluent_kafka import TopicPartition
+
+    reader = consumer(broker.bootstrap)
+    low, high = reader.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    reader.close()
+    assert high == 12_101
+    assert gap == low - 100 and gap > 1000, (gap, low)
+    # the job kept going: the first run's 100 echoes, then what survived retention, measured
+    assert sum(sink.counters.echoes.values()) > 100
