@@ -15,8 +15,11 @@ Control protocol (loopback TCP, one command per line, one reply line each)::
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,3 +70,17 @@ def send(control: tuple[str, int], *words: str, timeout_s: float = 10.0) -> str:
     if reply.startswith("ok "):
         return reply[3:]
     raise ControlError(reply.removeprefix("error: ") if reply else "no reply (broker stopped?)")
+
+
+def end_process(proc: subprocess.Popen[bytes], timeout_s: float) -> int:
+    """SIGCONT (it may be stalled on purpose), SIGTERM, SIGKILL if it hangs; its exit status."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGCONT)
+            proc.terminate()
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
-from testbroker.control import ControlError, ReadyInfo, send
+from testbroker.control import ControlError, ReadyInfo, end_process, send
 
 
 class BrokerStartError(RuntimeError):
@@ -99,17 +99,10 @@ class EmbeddedBroker:
         proc, self._proc = self._proc, None
         if proc is None:
             return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-            proc.terminate()
-            try:
-                proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        code = end_process(proc, timeout_s)
         self.last_stderr = self.stderr()
         shutil.rmtree(self._dir, ignore_errors=True)
-        return proc.returncode
+        return code
 
     @property
     def running(self) -> bool:

