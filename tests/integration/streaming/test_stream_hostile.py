@@ -135,7 +135,7 @@ def test_a_hostile_topic_is_counted_by_reason_and_good_windows_stay_exact(
         spark=spark,
         on_batch=sink,
     )
-    job.start(serve=False)
+    job.start()
     try:
         sink.wait(lambda s: sum(1 for w in s.windows if w.series.partition == "all") >= 3)
         # bad rows are counted in the window of the batch's watermark; a second pusher closes it
