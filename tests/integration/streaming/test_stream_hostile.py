@@ -2,45 +2,20 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
 import numpy as np
 from kafka_cluster import producer, unique_topic
+from test_stream_oracle import Collector  # the oracle's sink: every window and counter
 
 from core.echo import MAX_ECHO_BYTES, MAX_ECHO_DEPTH, Echo, encode_record
 from core.hdr import HdrLayout, SparseHistogram
-from core.windows import WindowHistogram
 from streaming.config import StreamConfig
-from streaming.counters import StreamCounters
 from streaming.job import StreamJob
 
 LAYOUT = HdrLayout()
 YEAR_US = 365 * 86_400 * 1_000_000
-
-
-class Collector:
-    """Every closed window and counter the job hands to its sink."""
-
-    def __init__(self) -> None:
-        self.windows: list[WindowHistogram] = []
-        self.counters = StreamCounters()
-        self.lock = threading.Lock()
-
-    def __call__(self, batch_id: int, windows: list[WindowHistogram], c: StreamCounters) -> None:
-        with self.lock:
-            self.windows.extend(windows)
-            self.counters = self.counters.merge(c)
-
-    def wait(self, predicate: Any, timeout_s: float = 180) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with self.lock:
-                if predicate(self):
-                    return
-            time.sleep(0.5)
-        raise AssertionError(f"timed out waiting for the stream job: {self.counters}")
 
 
 def echo(seq: int, at_us: int, latency_us: int = 900) -> bytes:
@@ -137,7 +112,7 @@ def test_a_hostile_topic_is_counted_by_reason_and_good_windows_stay_exact(
     )
     job.start()
     try:
-        sink.wait(lambda s: sum(1 for w in s.windows if w.series.partition == "all") >= 3)
+        sink.wait(lambda s: sum(1 for w in s.windows if w.series.partition == "all") >= 3, 180)
         # bad rows are counted in the window of the batch's watermark; a second pusher closes it
         prod.produce(topic, value=echo(10**6 + 1, t0 + 600_000_000), partition=1)  # stays open
         prod.flush()
@@ -145,7 +120,8 @@ def test_a_hostile_topic_is_counted_by_reason_and_good_windows_stay_exact(
             lambda s: (
                 sum(s.counters.bad.values()) >= len(hostile)
                 and sum(s.counters.echoes.values()) >= len(good)
-            )
+            ),
+            180,
         )
         time.sleep(2)  # a further batch or two: nothing more may arrive
         assert job.query.isActive and job.query.exception() is None
