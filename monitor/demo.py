@@ -266,8 +266,6 @@ def _write_rules(sla: SlaConfig, workdir: Path) -> Path:
 
 
 def _loop(job, broker, probe, opts, stop, out) -> None:  # type: ignore[no-untyped-def]
-    from monitor.tables import quantile_table
-
     duration_s, hiccup = opts.duration_s, opts.hiccup
     started = time.monotonic()
     stalled_until: float | None = None
@@ -293,7 +291,7 @@ def _loop(job, broker, probe, opts, stop, out) -> None:  # type: ignore[no-untyp
             }
             if ends and ends != shown_end:
                 shown_end = ends
-                live.update(render_tables(latest, quantile_table, opts.sla))
+                live.update(render_tables(latest, opts.sla))
             time.sleep(0.25)
         if stalled_until is not None and stalled_until > 0:
             broker.resume()

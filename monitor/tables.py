@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
@@ -72,7 +72,9 @@ def attribution(hiccup_s: float | None, tail_s: float) -> str:
     return f"probe's longest own pause {hiccup_s * 1e3:.1f} ms: {verdict}"
 
 
-def render_tables(latest: dict, quantile_table, sla: SlaConfig | None = None) -> object:  # type: ignore[type-arg,no-untyped-def]
+def render_tables(
+    latest: Mapping[str, list[WindowHistogram]], sla: SlaConfig | None = None
+) -> object:
     """A rich renderable: one table per resolution for its latest closed window, then the SLA.
 
     Each table carries the probe's own longest pause (its hiccup) beside the latency, so a spike
@@ -122,8 +124,8 @@ def render_tables(latest: dict, quantile_table, sla: SlaConfig | None = None) ->
             t.add_column(col, justify="right" if col == "worst, ms" else "left")
         from monitor.slo import live_status
 
-        for row in live_status(sla, latest):
-            worst = "—" if row["worst"] is None else f"{row['worst'] * 1e3:.3f}"
-            t.add_row(row["objective"], row["name"], worst, row["state"])
+        for status in live_status(sla, latest):
+            worst = "—" if status["worst"] is None else f"{status['worst'] * 1e3:.3f}"
+            t.add_row(status["objective"], status["name"], worst, status["state"])
         tables.append(t)
     return Group(*tables)

@@ -180,7 +180,7 @@ def test_demo_writes_the_sla_rules_for_prometheus(tmp_path: object) -> None:
 def test_render_tables_attributes_a_spike_to_the_probe_or_the_broker() -> None:
     from rich.console import Console
 
-    from monitor.tables import quantile_table, render_tables
+    from monitor.tables import render_tables
 
     def screen(probe_pause_us: int, e2e_us: list[int]) -> str:
         latest = {
@@ -190,7 +190,7 @@ def test_render_tables_attributes_a_spike_to_the_probe_or_the_broker() -> None:
             ]
         }
         console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
-        console.print(render_tables(latest, quantile_table))
+        console.print(render_tables(latest))
         return console.export_text()
 
     broker_stall = screen(1_000, [5_000] * 990 + [3_000_000] * 10)
