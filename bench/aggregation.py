@@ -135,6 +135,8 @@ def run_worker(path: str, master: str, rows_per_batch: int, expected: int) -> di
             .option("path", path)
             .option("rowsPerBatch", str(rows_per_batch))
             .option("splits", str(cores))
+            .option("windows", config.spec.to_option())
+            .option("hdr", config.layout.to_option())
             .load()
         )
 

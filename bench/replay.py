@@ -17,6 +17,9 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 
+from core.hdr import HdrLayout
+from core.windows import WindowSpec
+from streaming.combine import Combiner
 from streaming.source import SOURCE_SCHEMA, spark_schema
 
 #: Rows per Arrow batch handed to Spark.
@@ -69,6 +72,8 @@ class ReplayReader(DataSourceStreamReader):
         self.path = opts["path"]
         self.rows_per_batch = int(opts.get("rowsperbatch", "1000000"))
         self.splits = int(opts.get("splits", "2"))
+        self.windows = WindowSpec.from_option(opts["windows"])
+        self.layout = HdrLayout.from_option(opts["hdr"]) if "hdr" in opts else HdrLayout()
         self.total = _rows_in(self.path)
 
     def initialOffset(self) -> dict:
@@ -91,13 +96,16 @@ class ReplayReader(DataSourceStreamReader):
         return [RowRange(a, min(hi, a + step)) for a in range(lo, hi, step)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """The partition's rows, memory-mapped, in chunks."""
+        """The partition's rows, memory-mapped, in chunks, through the Kafka reader's combiner."""
         assert isinstance(partition, RowRange)
+        combiner = Combiner(self.windows, self.layout)
         with pa.memory_map(self.path) as source:
             table = pa.ipc.open_file(source).read_all()
             for offset in range(partition.start, partition.end, CHUNK_ROWS):
                 length = min(CHUNK_ROWS, partition.end - offset)
-                yield from table.slice(offset, length).combine_chunks().to_batches()
+                for batch in table.slice(offset, length).combine_chunks().to_batches():
+                    yield from combiner.add(batch)
+        yield from combiner.finish()
 
     def commit(self, end: dict) -> None:
         """Nothing to acknowledge."""

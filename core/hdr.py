@@ -78,6 +78,16 @@ class HdrLayout:
         for name, value in values.items():
             object.__setattr__(self, name, value)
 
+    def to_option(self) -> str:
+        """The layout as one string option for Spark (read back by ``from_option``)."""
+        return f"{self.lowest_us},{self.highest_us},{self.digits}"
+
+    @classmethod
+    def from_option(cls, text: str) -> HdrLayout:
+        """The layout back from ``to_option``'s string."""
+        lowest_us, highest_us, digits = (int(x) for x in text.split(","))
+        return cls(lowest_us, highest_us, digits)
+
     @property
     def overflow_index(self) -> int:
         """Index that holds values above ``highest_us``: counted, never clamped silently."""

@@ -1,4 +1,4 @@
-"""The stream job: source → parse → late marking → HDR buckets → windowed state → sink.
+"""The stream job: source (parse → late marking → combiner) → windowed state → sink.
 
 Each stage is a function DataFrame → DataFrame; ``foreachBatch`` receives only closed windows
 (append mode: each exactly once), turns them into histograms and hands them to the archive and
@@ -21,7 +21,7 @@ from core.windows import WindowHistogram, with_topic_rollups
 from streaming.closed import closed_windows
 from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
-from streaming.histograms import latency_rows, windowed_histograms
+from streaming.histograms import windowed_histograms
 from streaming.sink import WindowSink
 
 log = logging.getLogger("nines.stream")
@@ -34,7 +34,7 @@ STATE_STORES = {
 }
 
 BatchCallback = Callable[[int, list[WindowHistogram], StreamCounters], None]
-#: spark → a streaming DataFrame of the Kafka source's rows (``streaming.source.SOURCE_SCHEMA``).
+#: spark → a streaming DataFrame of partial histograms (``streaming.combine.PARTIAL_SCHEMA``).
 SourceFactory = Callable[[Any], Any]
 
 
@@ -66,7 +66,7 @@ def spark_session(config: StreamConfig) -> Any:
 
 
 def read_echoes(spark: Any, config: StreamConfig, checkpoint: str) -> Any:
-    """Source: echo records from Kafka as parsed rows (our Python data source)."""
+    """Source: echo records from Kafka as partial histograms (our Python data source)."""
     from streaming.source import NinesKafkaDataSource
 
     spark.dataSource.register(NinesKafkaDataSource)
@@ -78,6 +78,7 @@ def read_echoes(spark: Any, config: StreamConfig, checkpoint: str) -> Any:
         .option("maxRecordsPerBatch", str(config.max_records_per_batch))
         .option("checkpoint", checkpoint)
         .option("windows", config.spec.to_option())
+        .option("hdr", config.layout.to_option())
         .option("kafka", json.dumps(config.kafka))
         # one Spark task per core and micro-batch, whatever the number of Kafka partitions
         .option("maxInputPartitions", str(spark.sparkContext.defaultParallelism))
@@ -99,10 +100,10 @@ def build_query(
     spark: Any, config: StreamConfig, checkpoint: str, source: SourceFactory | None = None
 ) -> Any:
     """The whole chain up to the aggregated closed-window rows (``source`` replaces Kafka)."""
-    raw = source(spark) if source else read_echoes(spark, config, checkpoint)
-    echoes = with_event_time(raw, config)
-    rows = latency_rows(echoes, config.spec, config.layout)
-    return windowed_histograms(rows, config.spec, int(config.watermark * 1000))
+    partials = source(spark) if source else read_echoes(spark, config, checkpoint)
+    return windowed_histograms(
+        with_event_time(partials, config), config.spec, int(config.watermark * 1000)
+    )
 
 
 class StreamJob:

@@ -32,19 +32,22 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from core.config import resolve_secrets
+from core.hdr import HdrLayout
 from core.windows import WindowSpec
+from streaming.combine import PARTIAL_SCHEMA, Combiner
 from streaming.parse import PARSED_SCHEMA, mark_future, parse_values
 
-#: Row types the source emits: parsed echoes and hiccups, plus counted-not-measured rows.
+#: Marked rows, before the combiner: parsed echoes and hiccups, plus counted-not-measured rows.
 SOURCE_SCHEMA = pa.schema([*PARSED_SCHEMA, ("event_us", pa.int64()), ("n", pa.int64())])
 FETCH_BATCH = 10_000
 
 
 def spark_schema() -> Any:
-    """``SOURCE_SCHEMA`` as Spark's ``StructType``: derived, never a hand-written copy."""
+    """What the source hands Spark (``PARTIAL_SCHEMA``) as a ``StructType``: derived, never a
+    hand-written copy."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(SOURCE_SCHEMA)
+    return from_arrow_schema(PARTIAL_SCHEMA)
 
 
 #: Seconds without records before checking whether retention removed the ones we wait for.
@@ -136,6 +139,7 @@ class KafkaEchoReader(DataSourceStreamReader):
         self.max_rows = int(opts.get("maxrecordsperbatch", "1000000"))
         self.checkpoint = opts.get("checkpoint")
         self.windows = WindowSpec.from_option(opts["windows"])
+        self.layout = HdrLayout.from_option(opts["hdr"]) if "hdr" in opts else HdrLayout()
         self.kafka = json.loads(opts.get("kafka", "{}"))
         self.stall_timeout_s = float(opts.get("stalltimeouts", "600"))
         #: Spark tasks per micro-batch at most (the job passes the default parallelism).
@@ -219,6 +223,13 @@ class KafkaEchoReader(DataSourceStreamReader):
         return list(slices(ranges, self.max_slices, watermark_us))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The slice's records as partial histograms (``streaming.combine``)."""
+        combiner = Combiner(self.windows, self.layout)
+        for marked in self._marked(partition):
+            yield from combiner.add(marked)
+        yield from combiner.finish()
+
+    def _marked(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Consume every range of the slice; parse; mark future and late echoes; count gaps.
 
         An offset below the retained ones resets to the oldest retained record

@@ -9,14 +9,12 @@ from typing import Any
 
 import numpy as np
 from kafka_cluster import consumer, producer, unique_topic, whole_log_conf
-from pyspark.sql import functions as F
 
 from core.echo import Echo, Hiccup, encode_record
 from core.hdr import HdrLayout, SparseHistogram, rank_for_quantile
 from core.windows import WindowHistogram
 from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
-from streaming.histograms import bucket_index
 from streaming.job import StreamJob
 
 LAYOUT = HdrLayout()
@@ -97,27 +95,6 @@ def exact_windows(echoes: list[Echo], span_us: int, t0_us: int) -> dict[tuple[in
         out[(start, str(e.partition))].append(e.end_to_end_us)  # type: ignore[arg-type]
         out[(start, "all")].append(e.end_to_end_us)  # type: ignore[arg-type]
     return out
-
-
-def test_bucket_expression_matches_numpy(spark: Any) -> None:
-    rng = np.random.default_rng(9)
-    values = [
-        0,
-        1,
-        2,
-        3,
-        *[v for k in range(42) for v in (2**k - 1, 2**k, 2**k + 1)],
-        *rng.integers(0, 2**42, 5000).tolist(),
-        3_600_000_001,
-    ]
-    for digits in (1, 3, 4):
-        layout = HdrLayout(digits=digits)
-        df = spark.createDataFrame([(int(v),) for v in values], "v bigint")
-        got = {
-            r.v: r.b for r in df.select("v", bucket_index(F.col("v"), layout).alias("b")).collect()
-        }
-        expected = layout.index_of(np.array(values))
-        assert [got[int(v)] for v in values] == expected.tolist()
 
 
 def test_oracle_windows_late_and_bad(any_broker: Any, spark: Any) -> None:

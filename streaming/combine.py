@@ -1,0 +1,249 @@
+"""The combiner: a reader's echoes as partial HDR histograms, before any row reaches Spark.
+
+Each echo used to cross into the JVM as a 14-column row and fan out there into 3 kinds × every
+resolution, each row hashed into the state. Here the reader does that with numpy and Arrow:
+one row per (resolution, window, series, kind, reason, bucket) carrying count, lost, max, sum and
+the latest event time. Spark's stateful aggregation merges partials exactly as it merged rows
+(sum and max), so the state and every closed window are the same; re-reading the same offsets
+gives the same partials, so exactly-once holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from core.echo import LATENCY_SPANS
+from core.hdr import HdrLayout
+from core.windows import WindowSpec, window_end_us
+
+#: Measured kinds and their codes: the state groups on small integers, not strings; labels are
+#: put back only on the few rows a closed window emits.
+KIND_CODES = {"e2e": 0, "publish": 1, "send_lag": 2, "hiccup": 3}
+#: Counted-not-measured row types (``rtype`` from the source) and their codes.
+STAT_CODES = {"late": 10, "bad": 11, "data_loss": 12}
+#: Partition code of the probe's own rows (hiccups): labelled ``all``.
+PROBE_PARTITION = -1
+
+#: The group of a partial: a state key of Spark's aggregation, bucket included.
+GROUP_KEYS = (
+    "span_us",
+    "window_end_us",
+    "cluster",
+    "topic",
+    "partition",
+    "kind",
+    "reason",
+    "bucket",
+)
+#: What the reader hands Spark: partial histograms, one row per group.
+PARTIAL_SCHEMA = pa.schema(
+    [
+        ("span_us", pa.int64()),
+        ("window_end_us", pa.int64()),
+        ("cluster", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int64()),
+        ("kind", pa.int32()),
+        ("reason", pa.string()),
+        ("bucket", pa.int64()),
+        ("n", pa.int64()),
+        ("lost", pa.int64()),
+        ("max_us", pa.int64()),
+        ("sum_us", pa.int64()),
+        ("event_us", pa.int64()),
+    ]
+)
+#: One measured or counted value before grouping (``value_us`` is 0 for counted rows).
+_SAMPLE_SCHEMA = pa.schema(
+    [
+        ("cluster", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int64()),
+        ("kind", pa.int32()),
+        ("reason", pa.string()),
+        ("value_us", pa.int64()),
+        ("lost", pa.int64()),
+        ("n", pa.int64()),
+        ("event_us", pa.int64()),
+    ]
+)
+_AGGREGATES = [
+    ("n", "sum"),
+    ("lost", "sum"),
+    ("max_us", "max"),
+    ("sum_us", "sum"),
+    ("event_us", "max"),
+]
+
+
+def combine(rows: pa.RecordBatch | pa.Table, windows: WindowSpec, layout: HdrLayout) -> pa.Table:
+    """Partial histograms of marked source rows (``streaming.source.SOURCE_SCHEMA``).
+
+    Measured kinds go to every resolution, counted rows (late, bad, data loss) to the finest
+    only, as the windows they are judged on. Each finest window is grouped once; the coarser
+    resolutions regroup those partials, which are far fewer than the echoes.
+    """
+    table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
+    samples = _samples(table)
+    values = samples.column("value_us").to_numpy(zero_copy_only=False)
+    n = samples.column("n").to_numpy(zero_copy_only=False)
+    event = samples.column("event_us").to_numpy(zero_copy_only=False)
+    finest = samples.select(["cluster", "topic", "partition", "kind", "reason"]).append_column(
+        "span_us", pa.array(np.full(len(values), windows.finest_us, np.int64))
+    )
+    finest = (
+        finest.append_column("window_end_us", pa.array(window_end_us(event, windows.finest_us)))
+        .append_column("bucket", pa.array(layout.index_of(values)))
+        .append_column("n", samples.column("n"))
+        .append_column("lost", samples.column("lost"))
+        .append_column("max_us", samples.column("value_us"))
+        .append_column("sum_us", pa.array(values * n))
+        .append_column("event_us", samples.column("event_us"))
+    )
+    parts = [_group(finest)]
+    measured = parts[0].filter(pc.less(parts[0].column("kind"), min(STAT_CODES.values())))
+    for span_us in list(windows.resolutions_us.values())[1:]:
+        start = measured.column("window_end_us").to_numpy() - windows.finest_us
+        coarse = measured.set_column(
+            measured.schema.get_field_index("span_us"),
+            "span_us",
+            pa.array(np.full(measured.num_rows, span_us, np.int64)),
+        ).set_column(
+            measured.schema.get_field_index("window_end_us"),
+            "window_end_us",
+            pa.array(window_end_us(start, span_us)),
+        )
+        parts.append(_group(coarse))
+    return pa.concat_tables(parts)
+
+
+#: Marked rows a reader gathers before combining them: the more echoes per combine, the fewer
+#: partials (a 10k-echo chunk made 4.3 partials per echo, a 100k-echo chunk 1.1, measured).
+COMBINE_ROWS = 200_000
+#: Partial rows a reader holds before handing them on: memory stays bounded whatever the batch.
+MAX_PENDING_PARTIALS = 1_000_000
+
+
+class Combiner:
+    """A reader task's combiner: gathers marked rows, yields partials, within bounded memory."""
+
+    def __init__(self, windows: WindowSpec, layout: HdrLayout) -> None:
+        self.windows, self.layout = windows, layout
+        self._rows: list[pa.RecordBatch] = []
+        self._row_count = 0
+        self._partials: list[pa.Table] = []
+        self._partial_count = 0
+
+    def add(self, marked: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+        """Take marked rows; yields partials only when the pending ones reach the bound."""
+        self._rows.append(marked)
+        self._row_count += marked.num_rows
+        if self._row_count >= COMBINE_ROWS:
+            yield from self._combine_pending()
+
+    def finish(self) -> Iterator[pa.RecordBatch]:
+        """Everything still pending, merged."""
+        yield from self._combine_pending()
+        if self._partials:
+            yield from merge_partials(self._partials).to_batches()
+        self._partials, self._partial_count = [], 0
+
+    def _combine_pending(self) -> Iterator[pa.RecordBatch]:
+        if self._rows:
+            part = combine(pa.Table.from_batches(self._rows), self.windows, self.layout)
+            self._rows, self._row_count = [], 0
+            self._partials.append(part)
+            self._partial_count += part.num_rows
+        if self._partial_count >= MAX_PENDING_PARTIALS:
+            merged = merge_partials(self._partials)
+            self._partials, self._partial_count = [merged], merged.num_rows
+            if merged.num_rows >= MAX_PENDING_PARTIALS // 2:  # little left to merge: hand on
+                self._partials, self._partial_count = [], 0
+                yield from merged.to_batches()
+
+
+def merge_partials(partials: Sequence[pa.Table]) -> pa.Table:
+    """Partials of the same groups added up (sum, max): what Spark's state does, done early."""
+    if not partials:
+        return PARTIAL_SCHEMA.empty_table()
+    return _group(pa.concat_tables(partials))
+
+
+def _group(table: pa.Table) -> pa.Table:
+    """One row per group key, counts summed and maxima kept."""
+    out = table.group_by(list(GROUP_KEYS), use_threads=False).aggregate(_AGGREGATES)
+    names = {f"{col}_{fn}": col for col, fn in _AGGREGATES}
+    out = out.rename_columns([names.get(c, c) for c in out.column_names])
+    return out.select(PARTIAL_SCHEMA.names).cast(PARTIAL_SCHEMA)
+
+
+def _samples(t: pa.Table) -> pa.Table:
+    """One row per (record, kind): the measured latencies, the hiccups and the counted rows."""
+    rtype = t.column("rtype")
+    parts = []
+    echoes = t.filter(pc.equal(rtype, "echo"))
+    lost = pc.fill_null(echoes.column("lost"), False)
+    for kind, span in LATENCY_SPANS.items():
+        value = pc.subtract(echoes.column(span.end), echoes.column(span.start))
+        lost_flag = pa.array(np.zeros(echoes.num_rows, np.int64))
+        if span.if_lost is not None:
+            # a lost message is never received: its latency is at least the loss timeout
+            value = pc.if_else(lost, echoes.column(span.if_lost), value)
+            lost_flag = pc.cast(lost, pa.int64())
+        parts.append(_sample(echoes, kind=KIND_CODES[kind], value=value, lost=lost_flag))
+    hiccups = t.filter(pc.equal(rtype, "hiccup"))
+    parts.append(
+        _sample(
+            hiccups,
+            kind=KIND_CODES["hiccup"],
+            value=hiccups.column("max_us"),
+            partition=pa.array(np.full(hiccups.num_rows, PROBE_PARTITION, np.int64)),
+        )
+    )
+    for stat, code in STAT_CODES.items():
+        counted = t.filter(pc.equal(rtype, stat))
+        partition = counted.column("partition")
+        if stat == "late":  # a late hiccup has no partition: it is the probe's, label "all"
+            partition = pc.fill_null(partition, PROBE_PARTITION)
+        parts.append(
+            _sample(
+                counted,
+                kind=code,
+                value=pa.array(np.zeros(counted.num_rows, np.int64)),
+                partition=partition,
+                reason=counted.column("reason"),
+            )
+        )
+    samples = pa.concat_tables(parts)
+    return samples.filter(pc.is_valid(samples.column("value_us")))
+
+
+def _sample(
+    t: pa.Table,
+    *,
+    kind: int,
+    value: pa.Array | pa.ChunkedArray,
+    lost: pa.Array | pa.ChunkedArray | None = None,
+    partition: pa.Array | pa.ChunkedArray | None = None,
+    reason: pa.Array | pa.ChunkedArray | None = None,
+) -> pa.Table:
+    rows = t.num_rows
+    zeros = pa.array(np.zeros(rows, np.int64))
+    return pa.table(
+        [
+            t.column("cluster"),
+            t.column("topic"),
+            t.column("partition") if partition is None else partition,
+            pa.array(np.full(rows, kind, np.int32)),
+            pa.nulls(rows, pa.string()) if reason is None else reason,
+            value,
+            zeros if lost is None else lost,
+            t.column("n"),
+            t.column("event_us"),
+        ],
+        schema=_SAMPLE_SCHEMA,
+    )

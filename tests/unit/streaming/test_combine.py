@@ -1,0 +1,169 @@
+"""The combiner's partials equal a row-by-row reference, however the rows are chunked."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.echo import LATENCY_SPANS
+from core.hdr import HdrLayout
+from core.windows import WindowSpec
+from streaming import combine as combine_mod
+from streaming.combine import KIND_CODES, PARTIAL_SCHEMA, STAT_CODES, Combiner, combine
+from streaming.source import SOURCE_SCHEMA
+
+T0 = 1_800_000_000_000_000 - 1_800_000_000_000_000 % 3_600_000_000
+SPEC = WindowSpec.from_names("10s,1m,1h")
+LAYOUT = HdrLayout(digits=2)
+
+maybe_us = st.none() | st.integers(0, 5_000_000)
+
+
+@st.composite
+def source_row(draw: Any) -> dict[str, Any]:
+    rtype = draw(st.sampled_from(["echo", "echo", "echo", "hiccup", "late", "bad", "data_loss"]))
+    intended = T0 + draw(st.integers(0, 2 * 3_600_000_000))
+    row: dict[str, Any] = {
+        "rtype": rtype,
+        "reason": draw(st.sampled_from(["not_json", "future"])) if rtype == "bad" else None,
+        "cluster": draw(st.sampled_from(["a", "b"])) if rtype != "bad" else None,
+        "topic": draw(st.sampled_from(["t1", "t2"])) if rtype != "bad" else None,
+        "partition": draw(st.integers(0, 3)) if rtype in ("echo", "data_loss") else None,
+        "intended_us": intended,
+        "sent_us": intended + draw(st.integers(0, 1000)),
+        "acked_us": None,
+        "received_us": None,
+        "lost": False,
+        "timeout_us": None,
+        "max_us": None,
+        "event_us": intended,
+        "n": draw(st.integers(1, 500)) if rtype == "data_loss" else 1,
+    }
+    if rtype == "echo":
+        ack, recv = draw(maybe_us), draw(maybe_us)
+        row["acked_us"] = None if ack is None else intended + ack
+        row["received_us"] = None if recv is None else intended + recv
+        if draw(st.booleans()) and recv is None:
+            row["lost"], row["timeout_us"] = True, draw(st.integers(1, 30_000_000))
+    if rtype == "hiccup":
+        row["max_us"] = draw(st.integers(0, 10**11))  # some above the layout's highest value
+    if rtype == "late" and draw(st.booleans()):
+        row["partition"] = 2  # a late echo keeps its partition, a late hiccup has none
+    return row
+
+
+def reference(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[int]]:
+    """Row by row, as the Spark expressions before the combiner did it."""
+    out: dict[tuple[Any, ...], list[int]] = {}
+    spans = list(SPEC.resolutions_us.values())
+
+    def add(
+        row: dict[str, Any], kind: int, value: int, lost: int, partition: Any, span_list: list[int]
+    ) -> None:
+        for span in span_list:
+            end = row["event_us"] - row["event_us"] % span + span
+            bucket = int(LAYOUT.index_of([value])[0])
+            key = (
+                span,
+                end,
+                row["cluster"],
+                row["topic"],
+                partition,
+                kind,
+                row["reason"] if kind >= 10 else None,
+                bucket,
+            )
+            acc = out.setdefault(key, [0, 0, -1, 0, 0])
+            acc[0] += row["n"]
+            acc[1] += lost
+            acc[2] = max(acc[2], value)
+            acc[3] += value * row["n"]
+            acc[4] = max(acc[4], row["event_us"])
+
+    for row in rows:
+        if row["rtype"] == "echo":
+            for kind, span in LATENCY_SPANS.items():
+                if span.if_lost and row["lost"]:
+                    value, lost = row[span.if_lost], 1
+                else:
+                    end = row[span.end]
+                    value, lost = (None if end is None else end - row[span.start]), 0
+                if value is not None:
+                    add(row, KIND_CODES[kind], value, lost, row["partition"], spans)
+        elif row["rtype"] == "hiccup":
+            add(row, KIND_CODES["hiccup"], row["max_us"], 0, -1, spans)
+        else:
+            partition = row["partition"]
+            if row["rtype"] == "late" and partition is None:
+                partition = -1
+            add(row, STAT_CODES[row["rtype"]], 0, 0, partition, spans[:1])
+    return out
+
+
+def as_dict(table: pa.Table) -> dict[tuple[Any, ...], list[int]]:
+    out = {}
+    for r in table.to_pylist():
+        key = tuple(r[k] for k in combine_mod.GROUP_KEYS)
+        assert key not in out, f"group {key} twice"
+        out[key] = [r["n"], r["lost"], r["max_us"], r["sum_us"], r["event_us"]]
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(source_row(), max_size=120))
+def test_combine_equals_the_row_by_row_reference(rows: list[dict[str, Any]]) -> None:
+    table = pa.Table.from_pylist(rows, schema=SOURCE_SCHEMA)
+    got = combine(table, SPEC, LAYOUT)
+    assert got.schema == PARTIAL_SCHEMA
+    assert as_dict(got) == reference(rows)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(source_row(), max_size=120), st.lists(st.integers(1, 40), max_size=6))
+def test_chunked_combining_merges_to_the_same_partials(
+    rows: list[dict[str, Any]], cuts: list[int]
+) -> None:
+    """A reader combines whatever chunks Kafka hands it: the merged partials never differ."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(combine_mod, "COMBINE_ROWS", 7)
+        mp.setattr(combine_mod, "MAX_PENDING_PARTIALS", 50)
+        combiner = Combiner(SPEC, LAYOUT)
+        batches: list[pa.RecordBatch] = []
+        start = 0
+        for size in [*cuts, len(rows)]:
+            chunk = rows[start : start + size]
+            start += size
+            if chunk:
+                marked = pa.RecordBatch.from_pylist(chunk, schema=SOURCE_SCHEMA)
+                batches += list(combiner.add(marked))
+        batches += list(combiner.finish())
+    partials = pa.Table.from_batches(batches, schema=PARTIAL_SCHEMA)
+    merged: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0, 0, -1, 0, 0])
+    for r in partials.to_pylist():  # what Spark's state does with partials of one group
+        acc = merged[tuple(r[k] for k in combine_mod.GROUP_KEYS)]
+        acc[0] += r["n"]
+        acc[1] += r["lost"]
+        acc[2] = max(acc[2], r["max_us"])
+        acc[3] += r["sum_us"]
+        acc[4] = max(acc[4], r["event_us"])
+    assert dict(merged) == reference(rows)
+
+
+def test_combining_shrinks_a_busy_second_to_far_fewer_rows() -> None:
+    """The point of it: 20,000 echoes of one second in 4 partitions become a few thousand rows."""
+    rows = []
+    for i in range(20_000):
+        intended = T0 + i * 50
+        rows.append(
+            {"rtype": "echo", "cluster": "c", "topic": "t", "partition": i % 4, "lost": False,
+             "intended_us": intended, "sent_us": intended + 20, "acked_us": intended + 900 + i % 97,
+             "received_us": intended + 1500 + i % 311, "event_us": intended, "n": 1}
+        )  # fmt: skip
+    got = combine(pa.Table.from_pylist(rows, schema=SOURCE_SCHEMA), SPEC, LAYOUT)
+    assert got.num_rows < 20_000 * 9 / 20
+    assert sum(r["n"] for r in got.to_pylist() if r["kind"] == 0) == 20_000 * 3
