@@ -167,3 +167,48 @@ def test_combining_shrinks_a_busy_second_to_far_fewer_rows() -> None:
     got = combine(pa.Table.from_pylist(rows, schema=SOURCE_SCHEMA), SPEC, LAYOUT)
     assert got.num_rows < 20_000 * 9 / 20
     assert sum(r["n"] for r in got.to_pylist() if r["kind"] == 0) == 20_000 * 3
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 10**6), st.integers(0, 10**7), st.integers(0, 10**8), st.booleans()
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_each_kind_is_the_echo_reference_latency(cases: list[tuple[int, int, int, bool]]) -> None:
+    """Parsed from the wire, marked and combined: each kind's value is ``Echo.latency_us``."""
+    from core.echo import Echo, encode_record
+    from streaming.parse import parse_values
+
+    span = SPEC.finest_us
+    echoes = [
+        Echo("p", "c", "t", 0, 1, i, 1, T0 + i * span, T0 + i * span + sent, T0 + i * span + acked,
+             None if lost else T0 + i * span + rcvd, lost=lost,
+             timeout_us=30_000_000 if lost else None)
+        for i, (sent, acked, rcvd, lost) in enumerate(cases)
+    ]  # fmt: skip
+    marked = pa.Table.from_batches(
+        [_reader()._mark(parse_values([encode_record(e) for e in echoes]), 0)]
+    )
+    got = {
+        (r["window_end_us"], r["kind"]): r
+        for r in combine(marked, SPEC, LAYOUT).to_pylist()
+        if r["span_us"] == span
+    }
+    for e in echoes:
+        for kind in LATENCY_SPANS:
+            row = got.pop((e.intended_us + span, KIND_CODES[kind]))
+            latency = e.latency_us(kind)
+            assert (row["n"], row["max_us"], row["sum_us"]) == (1, latency, latency), (kind, e)
+            assert row["lost"] == (1 if kind == "e2e" and e.lost else 0)
+    assert not got
+
+
+def _reader() -> Any:
+    from streaming.source import KafkaEchoReader
+
+    return KafkaEchoReader({"bootstrap": "x:1", "topic": "t", "windows": SPEC.to_option()})
