@@ -225,12 +225,13 @@ class KafkaEchoReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The slice's records as partial histograms (``streaming.combine``)."""
         combiner = Combiner(self.windows, self.layout)
-        for marked in self._marked(partition):
+        for marked in self.marked_rows(partition):
             yield from combiner.add(marked)
         yield from combiner.finish()
 
-    def _marked(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Consume every range of the slice; parse; mark future and late echoes; count gaps.
+    def marked_rows(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Consume every range of the slice; parse; mark future and late echoes; count gaps: the
+        rows before the combiner (``SOURCE_SCHEMA``), one per record or gap.
 
         An offset below the retained ones resets to the oldest retained record
         (``auto.offset.reset``), whose offset then reveals the gap, counted as ``data_loss``.

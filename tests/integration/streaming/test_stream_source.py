@@ -47,7 +47,8 @@ def reader(bootstrap: str, topic: str, **options: str) -> KafkaEchoReader:
 
 
 def read_all(r: KafkaEchoReader, part: KafkaSlice) -> pa.Table:
-    return pa.Table.from_batches(list(r.read(part)))
+    """The reader's marked rows (what its combiner turns into partial histograms)."""
+    return pa.Table.from_batches(list(r.marked_rows(part)))
 
 
 def one(start: int, end: int, watermark_us: int) -> KafkaSlice:
@@ -190,7 +191,7 @@ def test_records_that_never_come_fail_the_batch_instead_of_vanishing(broker: Any
     r = reader(broker.bootstrap, topic, stallTimeoutS="3")
     got: list[str] = []
     with pytest.raises(RuntimeError, match="no records"):
-        for batch in r.read(one(0, 8, 0)):
+        for batch in r.marked_rows(one(0, 8, 0)):
             got += batch.column("rtype").to_pylist()
     assert got == ["echo"] * 3  # no made-up data_loss row for offsets that were never lost
 
@@ -205,3 +206,31 @@ def test_slices_balance_records_and_keep_every_range() -> None:
     assert [s.index for s in out] == [0, 1, 2]
     assert len(slices(ranges[:2], 8, 0)) == 2  # never more slices than ranges
     assert slices([], 4, 0) == []
+
+
+def test_read_hands_spark_the_combined_partials_of_the_marked_rows(broker: Any) -> None:
+    """What Spark receives is the combiner's output over exactly the rows the reader marked."""
+    from core.hdr import HdrLayout
+    from streaming.combine import PARTIAL_SCHEMA, combine
+
+    topic = unique_topic(broker, 1)
+    p = producer(broker.bootstrap)
+    for i in range(40):
+        p.produce(topic, echo(i, T0 + i * 1_000_000), partition=0)
+    p.produce(topic, b"{not json", partition=0)
+    p.flush()
+    r = reader(broker.bootstrap, topic, startingOffsets="earliest")
+    try:
+        part = one(0, 41, T0 + FINEST_US)  # the first 10 s window has closed: 10 late echoes
+        partials = pa.Table.from_batches(list(r.read(part)), schema=PARTIAL_SCHEMA)
+        expected = combine(read_all(r, part), r.windows, HdrLayout())
+    finally:
+        r.stop()
+    key = list(PARTIAL_SCHEMA.names)
+    assert sorted(partials.to_pylist(), key=lambda x: [str(x[k]) for k in key]) == sorted(
+        expected.to_pylist(), key=lambda x: [str(x[k]) for k in key]
+    )
+    late = [x for x in partials.to_pylist() if x["kind"] == 10]
+    assert sum(x["n"] for x in late) == 10
+    e2e_10s = [x for x in partials.to_pylist() if x["kind"] == 0 and x["span_us"] == FINEST_US]
+    assert sum(x["n"] for x in e2e_10s) == 30 and {x["max_us"] for x in e2e_10s} == {7}
