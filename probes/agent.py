@@ -188,10 +188,13 @@ class ProbeAgent:
         if self._admin is None or not isinstance(self._transport, Growable):
             raise ConfigError("manage_topic: needs a Kafka transport (the probe's topic admin)")
         probed, echo = self._admin
-        for admin, topic in ((probed, cfg.topic), (echo, cfg.echo_topic)):
-            ensure_topic(
-                admin, topic, cfg.partitions_per_broker, cfg.replication_factor, self.admin_errors
-            )
+        per_broker, rf = cfg.partitions_per_broker, cfg.replication_factor
+        why = ensure_topic(probed, cfg.topic, per_broker, rf, self.admin_errors)
+        if why is not None:
+            raise ConfigError(f"topic: {cfg.topic!r} is missing on {cfg.bootstrap}: {why}")
+        why = ensure_topic(echo, cfg.echo_topic, per_broker, rf, self.admin_errors)
+        if why is not None:  # probing goes on; the echo records it cannot deliver are counted
+            log.warning("echo topic %s: %s", cfg.echo_topic, why)
 
     def _probe_new(self, partitions: list[int]) -> None:
         """Probe partitions that appeared while probing: read them back first, then send."""

@@ -81,30 +81,32 @@ def ensure_topic(
     per_broker: int,
     replication_factor: int | None,
     errors: AdminErrors,
-) -> bool:
+) -> str | None:
     """Create ``topic`` if the cluster has none (brokers × ``per_broker`` partitions) and wait,
-    bounded, until each partition has a leader. True when the topic exists afterwards.
+    bounded, until each partition has a leader.
 
-    A refusal is counted, not raised: the caller decides what a missing topic means.
+    None when the topic exists afterwards, else why not (the refusal's error name, counted, or
+    ``no answer``): the caller decides what a missing topic means.
     """
     found = admin.survey(topic)
-    if found is None or found.exists:
-        return found is not None
+    if found is None:
+        return "no answer"
+    if found.exists:
+        return None
     partitions = initial_partitions(len(found.brokers), per_broker)
     rf = initial_replication(len(found.brokers), replication_factor)
     try:
         admin.create_topic(topic, partitions, rf).result()
     except Exception as exc:
-        errors.refused("create_topic", topic, exc)
-        return False
+        return errors.refused("create_topic", topic, exc)
     log.info("created %s: %d partitions, replication factor %d", topic, partitions, rf)
     deadline = time.monotonic() + CREATED_WAIT_S
     while time.monotonic() < deadline:
         found = admin.survey(topic)
         if found is not None and found.exists and min(found.leaders.values()) >= 0:
-            return True
+            break
         time.sleep(0.1)
-    return True
+    return None
 
 
 class TopicManager:

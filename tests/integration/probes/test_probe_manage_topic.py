@@ -1,0 +1,145 @@
+"""``--manage-topic`` against real Kafka-protocol brokers.
+
+Neither test broker can add partitions: librdkafka's mock has no admin API at all and Tansu
+implements CreateTopics but not CreatePartitions. So the mock shows a broker joining, the gauges
+that make it visible, and a refused CreatePartitions that is counted while the probe goes on
+(refusal is what a managed cloud or an ACL answers too); Tansu shows an empty cluster brought
+to full coverage by topic creation. Where partitions go is tested in tests/unit/probes.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+
+from confluent_kafka.admin import AdminClient
+
+from probes import ProbeAgent, ProbeConfig
+from testbroker import EmbeddedBroker
+
+UNSUPPORTED = ("create_partitions", "_UNSUPPORTED_FEATURE")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def until(check: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The probe's /metrics as name{labels} → value."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def sent(agent: ProbeAgent) -> int:
+    return sum(p["sent"] for p in agent.stats()["partitions"].values())
+
+
+def test_joined_broker_is_visible_and_a_refused_create_partitions_is_counted() -> None:
+    # One partition on two brokers: broker 2 holds a replica but leads nothing, and is nobody's
+    # preferred leader, so it will never lead without a new partition.
+    topics = [("nines.probe", 1), ("nines.echoes", 1)]
+    with EmbeddedBroker(brokers=2, topics=topics) as cluster:
+        port = free_port()
+        agent = ProbeAgent(
+            ProbeConfig(
+                bootstrap=cluster.bootstrap,
+                rate=100,
+                cluster="mt",
+                probe_id=f"mt-{uuid.uuid4().hex[:6]}",
+                metrics_port=port,
+                manage_topic=True,
+                manage_interval=0.3,
+            )
+        ).start()
+        started = time.monotonic()
+        try:
+            until(lambda: agent.stats()["admin_errors"].get(UNSUPPORTED, 0) >= 1)
+            stats = agent.stats()
+            assert (stats["brokers"], stats["brokers_unprobed"]) == (2, 1)
+
+            assert cluster.add_broker() == 3
+            cluster.set_leader("nines.probe", 0, 1)  # the mock re-placed replicas and leaders
+            until(lambda: agent.stats()["brokers"] == 3)
+            until(lambda: agent.stats()["brokers_unprobed"] == 2)
+
+            metrics = scrape(port)
+            assert metrics['nines_probe_brokers{cluster="mt"}'] == 3
+            assert metrics['nines_probe_brokers_unprobed{cluster="mt"}'] == 2
+            refused = (
+                'nines_probe_admin_errors_total{cluster="mt",error="_UNSUPPORTED_FEATURE",'
+                'op="create_partitions"}'
+            )
+            assert metrics[refused] >= 1
+
+            # The probe goes on: still sending, still only the one partition it had.
+            before = sent(agent)
+            time.sleep(max(0.5, 4.0 - (time.monotonic() - started)))
+            assert sent(agent) >= before + 40
+            assert agent.partitions == [0]
+            # One call at a time, backing off: the waits between tries double from 0.6 s, so k
+            # tries take at least 0.3 × (2^k - 2) s; without backoff there would be one per 0.3 s.
+            elapsed = time.monotonic() - started
+            tries = agent.stats()["admin_errors"][UNSUPPORTED]
+            assert 1 <= tries <= math.log2(elapsed / 0.3 + 2) + 1, (tries, elapsed)
+            assert agent.manager is not None and agent.manager.failures == tries
+        finally:
+            agent.stop()
+        assert agent.unresolved_at_stop == 0
+
+
+def test_empty_cluster_gets_both_topics_and_full_coverage_on_tansu(
+    fresh_tansu_broker: EmbeddedBroker,
+) -> None:
+    bootstrap = fresh_tansu_broker.bootstrap
+    tag = uuid.uuid4().hex[:6]
+    probe_topic, echo_topic = f"mt.probe.{tag}", f"mt.echoes.{tag}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    assert not {probe_topic, echo_topic} & set(admin.list_topics(timeout=10).topics)
+
+    probe_id = f"mt-{uuid.uuid4().hex[:6]}"
+    agent = ProbeAgent(
+        ProbeConfig(
+            bootstrap=bootstrap,
+            topic=probe_topic,
+            echo_topic=echo_topic,
+            rate=100,
+            cluster="mt",
+            probe_id=probe_id,
+            metrics_port=0,
+            manage_topic=True,
+            partitions_per_broker=2,
+            manage_interval=0.3,
+            duration=1.0,
+        )
+    ).start()
+    assert agent.wait(20)
+    agent.stop()
+
+    topics = admin.list_topics(timeout=10).topics
+    assert len(topics[probe_topic].partitions) == 2  # 1 broker × 2
+    assert len(topics[echo_topic].partitions) == 2
+    assert [len(p.replicas) for p in topics[probe_topic].partitions.values()] == [1, 1]
+    stats = agent.stats()
+    assert agent.partitions == [0, 1]
+    assert (stats["brokers"], stats["brokers_unprobed"]) == (1, 0)
+    assert stats["admin_errors"] == {}
+    assert all(p["sent"] >= 90 and p["lost"] == 0 for p in stats["partitions"].values())
+    assert stats["echoes_published"] >= 180
