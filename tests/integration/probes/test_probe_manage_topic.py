@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import math
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
@@ -22,6 +25,7 @@ from probes import ProbeAgent, ProbeConfig
 from testbroker import EmbeddedBroker
 
 UNSUPPORTED = ("create_partitions", "_UNSUPPORTED_FEATURE")
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def free_port() -> int:
@@ -143,3 +147,23 @@ def test_empty_cluster_gets_both_topics_and_full_coverage_on_tansu(
     assert stats["admin_errors"] == {}
     assert all(p["sent"] >= 90 and p["lost"] == 0 for p in stats["partitions"].values())
     assert stats["echoes_published"] >= 180
+
+
+def test_cli_manage_topic_where_creation_is_refused_exits_2_with_one_line(
+    fresh_broker: EmbeddedBroker,
+) -> None:
+    broker = fresh_broker
+    # The mock has no admin API: like an ACL or a managed cloud, it refuses CreateTopics.
+    missing = f"mt.missing.{uuid.uuid4().hex[:6]}"
+    argv = [sys.executable, "-m", "monitor", "probe", "--bootstrap", broker.bootstrap]
+    argv += ["--topic", missing, "--metrics-port", "0", "--manage-topic", "--duration", "1s"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 2, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert f"topic: '{missing}' is missing on {broker.bootstrap}: _UNSUPPORTED_FEATURE" in last
+    assert "create_topic" in out.stderr and "refused" in out.stderr  # the warning before it
+    # without --manage-topic nothing is asked: the old one-line hint
+    out = subprocess.run(
+        argv[:-3] + argv[-2:], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert out.returncode == 2 and "unknown topic" in out.stderr.strip().splitlines()[-1]
