@@ -7,7 +7,7 @@ import os
 import socket
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from core.config import StageConfig, kafka_topic_name, resolve_secrets, tcp_port
 from core.units import parse_duration_s, parse_rate, parse_size_bytes
@@ -105,11 +105,14 @@ class ProbeConfig(StageConfig):
     def _port(cls, v: int) -> int:
         return tcp_port(v, zero="disables")
 
-    @model_validator(mode="after")
-    def _rebalance_needs_management(self) -> ProbeConfig:
-        if self.rebalance and not self.manage_topic:
-            raise ValueError("rebalance: needs manage_topic (--manage-topic)")
-        return self
+    @field_validator("rebalance")
+    @classmethod
+    def _rebalance(cls, v: bool, info: ValidationInfo) -> bool:
+        if v and not info.data.get("manage_topic"):
+            raise ValueError(
+                "needs manage_topic (--manage-topic): it only rebalances what it manages"
+            )
+        return v
 
     @model_validator(mode="after")
     def _echo_default(self) -> ProbeConfig:

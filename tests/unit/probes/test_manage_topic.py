@@ -339,7 +339,7 @@ def test_refused_probe_topic_creation_exits_with_one_line() -> None:
 
 
 def test_config_rebalance_needs_manage_topic_and_values_are_checked() -> None:
-    with pytest.raises(ConfigError, match="rebalance: needs manage_topic"):
+    with pytest.raises(ConfigError, match=r"^probe\.rebalance: needs manage_topic"):
         build(ProbeConfig, {"bootstrap": "k", "rebalance": True}, prefix="probe")
     with pytest.raises(ConfigError, match=r"probe\.partitions_per_broker"):
         build(ProbeConfig, {"bootstrap": "k", "partitions_per_broker": 0}, prefix="probe")
