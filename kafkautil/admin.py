@@ -37,14 +37,19 @@ class Survey:
         return self.brokers - frozenset(self.leaders.values())
 
 
-def survey(client: Any, topic: str, timeout_s: float) -> Survey | None:
+def survey(client: Any, topic: str, timeout_s: float, *, known: bool = False) -> Survey | None:
     """The topic and the cluster's brokers now; None when the cluster does not answer.
 
-    A full metadata request (no topic named), so asking never auto-creates the topic. A topic
-    the cluster reports with an error (absent, not authorised) surveys as absent.
+    A full metadata request (no topic named), so asking never auto-creates the topic, unless
+    the topic is ``known`` to exist: then only it is asked for (a large cluster's full metadata
+    is megabytes). A topic the cluster reports with an error (absent, not authorised) surveys
+    as absent.
     """
     try:
-        metadata = client.list_topics(timeout=timeout_s)
+        if known:
+            metadata = client.list_topics(topic, timeout=timeout_s)
+        else:
+            metadata = client.list_topics(timeout=timeout_s)
     except Exception:
         return None
     found = metadata.topics.get(topic)
@@ -79,9 +84,9 @@ class TopicAdmin:
         self.timeout_s, self.survey_timeout_s = timeout_s, survey_timeout_s
         self._admin: Any = AdminClient(settings)
 
-    def survey(self, topic: str) -> Survey | None:
+    def survey(self, topic: str, *, known: bool = False) -> Survey | None:
         """See :func:`survey`."""
-        return survey(self._admin, topic, self.survey_timeout_s)
+        return survey(self._admin, topic, self.survey_timeout_s, known=known)
 
     def create_topic(self, topic: str, partitions: int, replication_factor: int) -> Future[Any]:
         """CreateTopics for one topic; the future fails with the cluster's refusal."""

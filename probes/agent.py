@@ -277,6 +277,7 @@ class ProbeAgent:
             self.publisher.release()
             self._transport.release()
             self._echo_sink = None
+            self._admin = self.manager = None
 
     def summary(self) -> str:
         """One line of totals, logged when the probe stops."""

@@ -43,7 +43,7 @@ CREATED_WAIT_S = 10.0
 class Admin(Protocol):
     """The admin calls management uses (:class:`kafkautil.admin.TopicAdmin` on Kafka)."""
 
-    def survey(self, topic: str) -> Survey | None: ...
+    def survey(self, topic: str, *, known: bool = False) -> Survey | None: ...
 
     def create_topic(self, topic: str, partitions: int, replication_factor: int) -> Future[Any]: ...
 
@@ -148,7 +148,7 @@ class TopicManager:
         if now_s < self._next_s:
             return
         self._next_s = now_s + self.interval_s
-        found = self.admin.survey(self.topic)
+        found = self.admin.survey(self.topic, known=True)  # the probe is probing it
         if found is None:
             return
         if not self.manage:

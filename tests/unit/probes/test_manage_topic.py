@@ -95,7 +95,7 @@ class FakeAdmin:
         self.surveys = 0
         self.answers: list[Future[Any] | Exception] = []
 
-    def survey(self, topic: str) -> Survey | None:
+    def survey(self, topic: str, *, known: bool = False) -> Survey | None:
         self.surveys += 1
         return self.state
 
@@ -240,10 +240,18 @@ def test_survey_and_refusal_read_confluent_kafka_answers() -> None:
 
     part = NS(leader=2, replicas=[2, 1])
     md = NS(topics={T: NS(error=None, partitions={0: part})}, brokers={1: 0, 2: 0, 3: 0})
-    client = NS(list_topics=lambda timeout: md)
+    asked: list[str | None] = []
+
+    def list_topics(topic: str | None = None, timeout: float = -1) -> Any:
+        asked.append(topic)
+        return md
+
+    client = NS(list_topics=list_topics)
     s = survey(client, T, 1.0)
     assert s == Survey(T, frozenset({1, 2, 3}), {0: 2}, {0: [2, 1]}) and s.unprobed == {1, 3}
     assert survey(client, "other", 1.0).exists is False  # type: ignore[union-attr]
+    assert survey(client, T, 1.0, known=True) == s
+    assert asked == [None, None, T]  # only a topic known to exist is asked for by name
 
     def silent(timeout: float) -> Any:
         raise KafkaException(KafkaError(KafkaError._TRANSPORT))
