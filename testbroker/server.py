@@ -111,7 +111,11 @@ class Controller(_CommandTable):
     """Executes control-socket commands against the mock cluster."""
 
     def __init__(
-        self, cluster: MockCluster, bootstrap: str, topics: dict[str, int], fixed_ports: bool
+        self,
+        cluster: MockCluster,
+        bootstrap: str,
+        topics: dict[str, int],
+        fixed_ports: bool = False,
     ) -> None:
         super().__init__()
         self.cluster = cluster
