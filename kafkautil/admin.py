@@ -121,9 +121,8 @@ class TopicAdmin:
         """A preferred-leader election of ``partitions`` (only ever asked for under --rebalance)."""
         from confluent_kafka import ElectionType, TopicPartition
 
+        # No timeouts passed: confluent-kafka 2.16's binding rejects them (SystemError), so the
+        # client's socket.timeout.ms (60 s) bounds the call.
         return self._admin.elect_leaders(  # type: ignore[no-any-return]
-            ElectionType.PREFERRED,
-            [TopicPartition(topic, p) for p in partitions],
-            operation_timeout=self.timeout_s,
-            request_timeout=self.timeout_s,
+            ElectionType.PREFERRED, [TopicPartition(topic, p) for p in partitions]
         )

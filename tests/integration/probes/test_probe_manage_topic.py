@@ -167,3 +167,38 @@ def test_cli_manage_topic_where_creation_is_refused_exits_2_with_one_line(
         argv[:-3] + argv[-2:], capture_output=True, text=True, timeout=60, cwd=ROOT
     )
     assert out.returncode == 2 and "unknown topic" in out.stderr.strip().splitlines()[-1]
+
+
+def test_elections_only_under_rebalance_on_a_real_broker() -> None:
+    # The mock refuses every admin call and the probe counts each refusal, so the counters show
+    # every call the probe made. The one partition's preferred leader (its first replica) is
+    # broker 1; led by broker 2, it leaves broker 1 unprobed: a restart, not a join, so no new
+    # partition, and an election only under --rebalance.
+    with EmbeddedBroker(brokers=2, topics=[("nines.probe", 1), ("nines.echoes", 1)]) as cluster:
+        cluster.set_leader("nines.probe", 0, 2)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        found = admin.list_topics("nines.probe", timeout=10).topics["nines.probe"].partitions
+        assert (found[0].leader, found[0].replicas) == (2, [1, 2])
+        for rebalance in (False, True):
+            agent = ProbeAgent(
+                ProbeConfig(
+                    bootstrap=cluster.bootstrap,
+                    rate=50,
+                    cluster="mt",
+                    probe_id=f"mt-{uuid.uuid4().hex[:6]}",
+                    metrics_port=0,
+                    manage_topic=True,
+                    rebalance=rebalance,
+                    manage_interval=0.2,
+                )
+            ).start()
+            try:
+                time.sleep(1.5)
+                stats = agent.stats()
+            finally:
+                agent.stop()
+            assert (stats["brokers"], stats["brokers_unprobed"]) == (2, 1)
+            if rebalance:
+                assert set(stats["admin_errors"]) == {("elect_leaders", "_UNSUPPORTED_FEATURE")}
+            else:
+                assert stats["admin_errors"] == {}  # not a single admin call
