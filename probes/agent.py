@@ -199,7 +199,12 @@ class ProbeAgent:
     def _probe_new(self, partitions: list[int]) -> None:
         """Probe partitions that appeared while probing: read them back first, then send."""
         assert isinstance(self._transport, Growable)
-        self._transport.add_receiver(partitions)
+        try:
+            self._transport.add_receiver(partitions)
+        except Exception as exc:  # e.g. no watermarks in time: the next survey tries again
+            log.warning("cannot read back new partitions %s yet: %s", partitions, exc)
+            self.planner.forget(partitions)
+            return
         self.producer.join(partitions, self.clock.now_us() + START_DELAY_US)
 
     # -- the loops ----------------------------------------------------------------------------

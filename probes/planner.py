@@ -112,6 +112,13 @@ class PartitionPlanner:
             self.partitions = sorted([*self.partitions, *new])
         return new
 
+    def forget(self, partitions: list[int]) -> None:
+        """Undo :meth:`grow` for ``partitions`` (they could not be probed after all)."""
+        with self._lock:
+            for p in partitions:
+                self.leaders.pop(p, None)
+            self.partitions = [p for p in self.partitions if p not in partitions]
+
     def refresh(self, transport: Transport) -> None:
         """Follow leader moves (nothing changes when the cluster does not answer)."""
         seen = transport.leaders()

@@ -359,3 +359,37 @@ def test_config_rebalance_needs_manage_topic_and_values_are_checked() -> None:
     )
     assert cfg.manage_interval == 120.0 and cfg.replication_factor is None
     assert not ProbeConfig(bootstrap="k").manage_topic
+
+
+class Stubborn(Growing):
+    """A growing loopback whose first attempt to read new partitions back fails."""
+
+    def __init__(self, admin: FakeAdmin) -> None:
+        super().__init__(admin)
+        self.refusals = 1
+
+    def add_receiver(self, partitions: list[int]) -> None:
+        if self.refusals:
+            self.refusals -= 1
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        super().add_receiver(partitions)
+
+
+def test_new_partitions_that_cannot_be_read_back_yet_are_retried() -> None:
+    admin = FakeAdmin(surveyed({0: [1], 1: [2]}, {1, 2}))
+    transport = Stubborn(admin)
+    config = ProbeConfig(
+        bootstrap="loopback:0", rate=100, metrics_port=0, manage_topic=True, manage_interval=0.05
+    )
+    agent = ProbeAgent(config, transport=transport, echo_sink=Sink(), admin=(admin, admin)).start()
+    try:
+        admin.state = surveyed({0: [1], 1: [2], 2: [1]}, {1, 2})  # someone added partition 2
+        for _ in range(100):
+            if agent.stats()["partitions"].get(2, {}).get("received", 0) >= 5:
+                break
+            threading.Event().wait(0.05)
+        stats = agent.stats()
+    finally:
+        agent.stop()
+    assert transport.refusals == 0 and transport.added == [[2]]
+    assert agent.partitions == [0, 1, 2] and stats["partitions"][2]["received"] >= 5
