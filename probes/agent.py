@@ -23,6 +23,7 @@ from probes.clock import ProbeClock
 from probes.config import ProbeConfig
 from probes.consumer import ProbeConsumer
 from probes.hiccup import HiccupMeter
+from probes.manager import Admin, AdminErrors, Growable, TopicManager, ensure_topic
 from probes.payload import probe_hash
 from probes.planner import PartitionPlanner
 from probes.producer import ProbeProducer
@@ -43,8 +44,9 @@ START_DELAY_US = 50_000
 class ProbeAgent:
     """One probe process's worth of probing; ``start()`` then ``stop()``.
 
-    ``transport`` and ``echo_sink`` default to Kafka clients built from ``config`` in
-    ``start()`` (tests pass their own).
+    ``transport``, ``echo_sink`` and the ``admin`` clients (probed cluster, echo cluster) of
+    topic management default to Kafka clients built from ``config`` in ``start()`` (tests pass
+    their own). With another transport and no admin, nothing surveys the topic.
     """
 
     def __init__(
@@ -53,6 +55,7 @@ class ProbeAgent:
         *,
         transport: Transport | None = None,
         echo_sink: EchoSink | None = None,
+        admin: tuple[Admin, Admin] | None = None,
     ) -> None:
         self.config = config
         self.clock = ProbeClock()
@@ -69,6 +72,9 @@ class ProbeAgent:
         self.publisher = EchoPublisher(config.echo_topic, config.probe_id)
         self._transport = transport
         self._echo_sink = echo_sink
+        self._admin = admin
+        self.admin_errors = AdminErrors()
+        self.manager: TopicManager | None = None
         self._stopping = threading.Event()
         self._sender_done = threading.Event()
         self._drained = threading.Event()
@@ -105,10 +111,14 @@ class ProbeAgent:
         """Connect, check the topic, and start probing."""
         cfg = self.config
         if self._transport is None:
-            from probes.kafka import KafkaTransport
+            from probes.kafka import KafkaTransport, topic_admins
 
             self._transport = KafkaTransport(cfg)
+            if self._admin is None:
+                self._admin = topic_admins(cfg)
         transport = self._transport
+        if cfg.manage_topic:
+            self._ensure_topics()
         self.planner.discover(transport)
         if self._echo_sink is None:
             from probes.kafka import echo_producer
@@ -149,6 +159,17 @@ class ProbeAgent:
         ]
         self._sender = self._threads[0]
         self._threads.append(self._hiccups)
+        if self._admin is not None:
+            self.manager = TopicManager(
+                self._admin[0],
+                self.planner,
+                self._probe_new,
+                manage=cfg.manage_topic,
+                rebalance=cfg.rebalance,
+                replication_factor=cfg.replication_factor,
+                interval_s=cfg.manage_interval,
+                errors=self.admin_errors,
+            )
         for t in self._threads:
             t.start()
         if cfg.metrics_port:
@@ -158,6 +179,33 @@ class ProbeAgent:
             web = load_web_config(cfg.web_config_file)
             self._server = serve(self.stats, cfg.metrics_host, cfg.metrics_port, web)
         return self
+
+    def _ensure_topics(self) -> None:
+        """``--manage-topic``: create the probe and echo topics when the clusters have none."""
+        from core.config import ConfigError
+
+        cfg = self.config
+        if self._admin is None or not isinstance(self._transport, Growable):
+            raise ConfigError("manage_topic: needs a Kafka transport (the probe's topic admin)")
+        probed, echo = self._admin
+        per_broker, rf = cfg.partitions_per_broker, cfg.replication_factor
+        why = ensure_topic(probed, cfg.topic, per_broker, rf, self.admin_errors)
+        if why is not None:
+            raise ConfigError(f"topic: {cfg.topic!r} is missing on {cfg.bootstrap}: {why}")
+        why = ensure_topic(echo, cfg.echo_topic, per_broker, rf, self.admin_errors)
+        if why is not None:  # probing goes on; the echo records it cannot deliver are counted
+            log.warning("echo topic %s: %s", cfg.echo_topic, why)
+
+    def _probe_new(self, partitions: list[int]) -> None:
+        """Probe partitions that appeared while probing: read them back first, then send."""
+        assert isinstance(self._transport, Growable)
+        try:
+            self._transport.add_receiver(partitions)
+        except Exception as exc:  # e.g. no watermarks in time: the next survey tries again
+            log.warning("cannot read back new partitions %s yet: %s", partitions, exc)
+            self.planner.forget(partitions)
+            return
+        self.producer.join(partitions, self.clock.now_us() + START_DELAY_US)
 
     # -- the loops ----------------------------------------------------------------------------
 
@@ -180,6 +228,8 @@ class ProbeAgent:
             if time.monotonic() - last_md > METADATA_REFRESH_S:
                 last_md = time.monotonic()
                 self.planner.refresh(self._transport)
+            if self.manager is not None:
+                self.manager.tick(time.monotonic())
             time.sleep(HOUSEKEEPING_S)
 
     # -- shutdown and state -------------------------------------------------------------------
@@ -232,6 +282,7 @@ class ProbeAgent:
             self.publisher.release()
             self._transport.release()
             self._echo_sink = None
+            self._admin = self.manager = None
 
     def summary(self) -> str:
         """One line of totals, logged when the probe stops."""
@@ -253,6 +304,8 @@ class ProbeAgent:
             }
             in_flight = self.tracker.unreceived
             leaders = dict(self.leaders)
+            brokers = len(self.planner.brokers)
+            unprobed = len(self.planner.unprobed())
         return {
             "cluster": self.config.cluster,
             "topic": self.config.topic,
@@ -263,6 +316,9 @@ class ProbeAgent:
             "echo_buffered": self.publisher.buffered,
             "echoes_published": self.publisher.published,
             "hiccup_max_us": self._hiccups.last_max_us if self._hiccups else 0,
+            "brokers": brokers,
+            "brokers_unprobed": unprobed,
+            "admin_errors": dict(self.admin_errors.counts),
         }
 
 

@@ -42,6 +42,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="TLS and basic auth for /metrics, in Prometheus exporter-toolkit's format",
     )
     p.add_argument("--metrics-port", type=int, help="metrics port (default 9465; 0 disables)")
+    p.add_argument(
+        "--manage-topic",
+        action="store_true",
+        default=None,
+        help="create the probe and echo topics when missing; add a partition for each broker that "
+        "joins (never a reassignment)",
+    )
+    p.add_argument(
+        "--rebalance",
+        action="store_true",
+        default=None,
+        help="with --manage-topic: also elect preferred leaders so every broker leads one",
+    )
     p.set_defaults(func=run)
 
 
@@ -68,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
         "metrics_host": args.metrics_host,
         "web_config_file": args.web_config_file,
         "metrics_port": args.metrics_port,
+        "manage_topic": args.manage_topic,
+        "rebalance": args.rebalance,
     }
     if not values.get("bootstrap") and not args.bootstrap:
         raise ConfigError("probe.bootstrap: required (--bootstrap or `probe: bootstrap:`)")

@@ -7,7 +7,7 @@ import os
 import socket
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from core.config import StageConfig, kafka_topic_name, resolve_secrets, tcp_port
 from core.units import parse_duration_s, parse_rate, parse_size_bytes
@@ -44,6 +44,14 @@ class ProbeConfig(StageConfig):
     shutdown_timeout: float = 10.0
     duration: float | None = None
     kafka: dict[str, str] = Field(default_factory=dict)
+    #: Topic management (off by default): create the topics, add partitions for new brokers.
+    manage_topic: bool = False
+    #: With manage_topic, also elect preferred leaders (never without it; never a reassignment).
+    rebalance: bool = False
+    partitions_per_broker: int = Field(default=1, ge=1, le=100)
+    #: Replicas of what management creates; None: 3 (at most the brokers), or the topic's own.
+    replication_factor: int | None = Field(default=None, ge=1, le=32)
+    manage_interval: float = 60.0
 
     @field_validator("rate", mode="before")
     @classmethod
@@ -70,7 +78,9 @@ class ProbeConfig(StageConfig):
             raise ValueError(f"must be between {HEADER_BYTES} and {MAX_SIZE_BYTES} bytes")
         return size
 
-    @field_validator("loss_timeout", "hiccup_interval", "shutdown_timeout", mode="before")
+    @field_validator(
+        "loss_timeout", "hiccup_interval", "shutdown_timeout", "manage_interval", mode="before"
+    )
     @classmethod
     def _duration(cls, v: Any) -> float:
         seconds = parse_duration_s(v)
@@ -94,6 +104,15 @@ class ProbeConfig(StageConfig):
     @classmethod
     def _port(cls, v: int) -> int:
         return tcp_port(v, zero="disables")
+
+    @field_validator("rebalance")
+    @classmethod
+    def _rebalance(cls, v: bool, info: ValidationInfo) -> bool:
+        if v and not info.data.get("manage_topic"):
+            raise ValueError(
+                "needs manage_topic (--manage-topic): it only rebalances what it manages"
+            )
+        return v
 
     @model_validator(mode="after")
     def _echo_default(self) -> ProbeConfig:

@@ -7,15 +7,22 @@ Topic metadata comes from :mod:`kafkautil`, shared with the stream job's pre-fli
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkautil import current_leaders, describe_topic
 from probes.config import ProbeConfig
 from probes.transport import AckReport, Layout
 
+if TYPE_CHECKING:
+    from kafkautil.admin import TopicAdmin
+
 #: Seconds to wait for the cluster's metadata at start, and for a leader refresh.
 DISCOVER_TIMEOUT_S = 5.0
 REFRESH_TIMEOUT_S = 1.0
+#: Seconds an admin call may take before it counts as refused, and a management survey (the
+#: housekeeping thread waits for that one).
+ADMIN_TIMEOUT_S = 10.0
+SURVEY_TIMEOUT_S = 2.0
 
 
 class KafkaTransport:
@@ -47,14 +54,23 @@ class KafkaTransport:
 
     def open_receiver(self, partitions: list[int]) -> None:
         """Assign ``partitions`` at their high watermarks (no group, no commits)."""
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import Consumer
 
         self._consumer = Consumer(self._clients["consumer"])
+        self._consumer.assign(self._starts(partitions))
+
+    def add_receiver(self, partitions: list[int]) -> None:
+        """Read ``partitions`` back too, from their high watermarks (added while probing)."""
+        self._consumer.incremental_assign(self._starts(partitions))
+
+    def _starts(self, partitions: list[int]) -> list[Any]:
+        from confluent_kafka import TopicPartition
+
         starts = []
         for p in partitions:
             _, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=5)
             starts.append(TopicPartition(self.topic, p, high))
-        self._consumer.assign(starts)
+        return starts
 
     def send(self, partition: int, seq: int, payload: bytes, report: AckReport) -> None:
         """Produce to ``partition``; BufferError when librdkafka's queue is full."""
@@ -99,3 +115,19 @@ def echo_producer(config: ProbeConfig) -> Any:
     from confluent_kafka import Producer
 
     return Producer(config.clients()["echo_producer"])
+
+
+def topic_admins(config: ProbeConfig) -> tuple[TopicAdmin, TopicAdmin]:
+    """Admin clients of the probed cluster and of the echo cluster (the same one when they are)."""
+    from kafkautil.admin import TopicAdmin
+
+    user = config.client_settings()
+    probed = TopicAdmin(
+        {**user, "bootstrap.servers": config.bootstrap}, ADMIN_TIMEOUT_S, SURVEY_TIMEOUT_S
+    )
+    if (config.echo_bootstrap or config.bootstrap) == config.bootstrap:
+        return probed, probed
+    echo = TopicAdmin(
+        {**user, "bootstrap.servers": config.echo_bootstrap}, ADMIN_TIMEOUT_S, SURVEY_TIMEOUT_S
+    )
+    return probed, echo

@@ -69,6 +69,21 @@ class ProbeCollector(Collector):
         )
         hic.add_metric([s["cluster"]], s["hiccup_max_us"] / 1e6)
         yield hic
+        for name, doc in (
+            ("brokers", "Brokers of the probed cluster, as last seen."),
+            ("brokers_unprobed", "Brokers that lead no probed partition, so nothing probes them."),
+        ):
+            gauge = GaugeMetricFamily(f"nines_probe_{name}", doc, labels=["cluster"])
+            gauge.add_metric([s["cluster"]], s[name])
+            yield gauge
+        admin = CounterMetricFamily(
+            "nines_probe_admin_errors",
+            "Topic-management admin calls the cluster refused (the probe goes on).",
+            labels=["cluster", "op", "error"],
+        )
+        for (op, error), n in sorted(s["admin_errors"].items()):
+            admin.add_metric([s["cluster"], op, error], n)
+        yield admin
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from core.config import ConfigError
+from kafkautil.admin import Survey
 from probes.config import MAX_TOTAL_RATE
 from probes.transport import Layout, Transport
 
@@ -58,12 +59,16 @@ class PartitionPlanner:
         self.partitions: list[int] = []
         #: Updated in place, so every holder sees the refreshes.
         self.leaders: dict[int, int] = {}
+        #: The cluster's brokers, as last seen (at start, then by topic management's surveys).
+        self.brokers: frozenset[int] = frozenset()
 
     def discover(self, transport: Transport) -> Plan:
         """Plan from the transport's layout; warn when a broker leads no partition."""
-        planned = plan(transport.discover(), self.rate_per_s)
+        layout = transport.discover()
+        planned = plan(layout, self.rate_per_s)
         self.partitions = planned.partitions
         self.leaders.update(planned.leaders)
+        self.brokers = layout.brokers
         if planned.idle_brokers:
             log.warning(
                 "brokers %s lead no partition of %s, so they are not probed; add partitions "
@@ -73,9 +78,112 @@ class PartitionPlanner:
             )
         return planned
 
+    def unprobed(self) -> frozenset[int]:
+        """Brokers that lead no probed partition now (call under the lock)."""
+        return self.brokers - {self.leaders[p] for p in self.partitions if p in self.leaders}
+
+    def observe(self, survey: Survey) -> None:
+        """Take in a survey's brokers and the leaders of the probed partitions."""
+        with self._lock:
+            self.brokers = survey.brokers
+            follow(self.leaders, {p: b for p, b in survey.leaders.items() if p in self.leaders})
+
+    def grow(self, survey: Survey) -> list[int]:
+        """:meth:`observe`, then take in the survey's partitions not probed yet (returned: to be
+        probed from now on), unless the probe's total rate would pass its hard limit.
+        """
+        self.observe(survey)
+        new = sorted(p for p in survey.leaders if p not in self.leaders)
+        total = len(self.partitions) + len(new)
+        if new and self.rate_per_s * total > MAX_TOTAL_RATE:
+            log.warning(
+                "not probing new partitions %s of %s: %g/s × %d partitions exceeds the limit of "
+                "%g/s",
+                new,
+                self.topic,
+                self.rate_per_s,
+                total,
+                MAX_TOTAL_RATE,
+            )
+            return []
+        with self._lock:
+            for p in new:
+                self.leaders[p] = survey.leaders[p]
+            self.partitions = sorted([*self.partitions, *new])
+        return new
+
+    def forget(self, partitions: list[int]) -> None:
+        """Undo :meth:`grow` for ``partitions`` (they could not be probed after all)."""
+        with self._lock:
+            for p in partitions:
+                self.leaders.pop(p, None)
+            self.partitions = [p for p in self.partitions if p not in partitions]
+
     def refresh(self, transport: Transport) -> None:
         """Follow leader moves (nothing changes when the cluster does not answer)."""
         seen = transport.leaders()
         if seen is not None:
             with self._lock:
                 follow(self.leaders, seen)
+
+
+# -- topic management (``--manage-topic``): pure decisions, made from a kafkautil Survey --------
+
+
+def initial_partitions(brokers: int, per_broker: int) -> int:
+    """Partitions of a topic created for ``brokers`` brokers: ``per_broker`` each, at least one."""
+    return max(1, brokers) * per_broker
+
+
+def initial_replication(brokers: int, wanted: int | None) -> int:
+    """The replication factor of a created topic: ``wanted``, or 3, never more than the brokers."""
+    return max(1, min(wanted or 3, brokers))
+
+
+def joined(survey: Survey) -> list[int]:
+    """Unprobed brokers that are no partition's preferred leader: brokers that joined.
+
+    A broker that is some partition's preferred leader leads nothing only for a while (it
+    restarted; the cluster's leader rebalance gives it back its partitions): adding a partition
+    for every restart would grow the topic without bound.
+    """
+    preferred = {r[0] for r in survey.replicas.values() if r}
+    return sorted(survey.unprobed - preferred)
+
+
+def placement(survey: Survey, wanted_rf: int | None) -> list[list[int]]:
+    """Replicas of the partitions to add so that every broker that joined leads one: one
+    partition per :func:`joined` broker, led by it (its first replica), its followers the
+    brokers holding the fewest replicas.
+
+    The replication factor is ``wanted_rf``, else the topic's own (its first partition's).
+    Existing partitions are never touched: this only places new ones.
+    """
+    first = survey.replicas.get(min(survey.replicas), []) if survey.replicas else []
+    rf = max(1, min(wanted_rf or len(first) or 1, len(survey.brokers)))
+    held = dict.fromkeys(survey.brokers, 0)
+    for replicas in survey.replicas.values():
+        for b in replicas:
+            if b in held:
+                held[b] += 1
+    out = []
+    for leader in joined(survey):
+        followers = sorted((b for b in held if b != leader), key=lambda b: (held[b], b))
+        replicas = [leader, *followers[: rf - 1]]
+        for b in replicas:
+            held[b] += 1
+        out.append(replicas)
+    return out
+
+
+def preferred_elections(survey: Survey) -> list[int]:
+    """Partitions whose preferred leader leads nothing now: an election would probe it.
+
+    Used only under ``--rebalance``; one partition per unprobed broker.
+    """
+    chosen: dict[int, int] = {}
+    for p in sorted(survey.replicas):
+        replicas = survey.replicas[p]
+        if replicas and replicas[0] in survey.unprobed and survey.leaders.get(p) != replicas[0]:
+            chosen.setdefault(replicas[0], p)
+    return sorted(chosen.values())

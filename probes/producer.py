@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 from core.echo import Echo
@@ -45,12 +46,20 @@ class ProbeProducer:
         self.lock, self.clock, self.leaders = lock, clock, leaders
         self.probe, self.size, self.publish = probe, size, publish
         self.end_us = None if duration_s is None else schedule.t0_us + int(duration_s * 1e6)
+        #: (partition, start_us) of partitions to add to the schedule; only the sender touches it.
+        self._joining: deque[tuple[int, int]] = deque()
+
+    def join(self, partitions: list[int], start_us: int) -> None:
+        """Probe ``partitions`` too, from ``start_us`` (any thread; the sender takes them in)."""
+        self._joining.extend((p, start_us) for p in partitions)
 
     def send_until(self, stopping: threading.Event) -> None:
         """Send each message at its intended time until ``stopping`` or the duration ends."""
         schedule, clock, tracker, lock = self.schedule, self.clock, self.tracker, self.lock
         send, report = self.transport.send, self.reported
         while not stopping.is_set():
+            while self._joining:
+                schedule.add(*self._joining.popleft())
             intended, partition, seq = schedule.next_due()
             if self.end_us is not None and intended >= self.end_us:
                 return

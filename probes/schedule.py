@@ -31,6 +31,12 @@ class Schedule:
         self._due = [(self.intended_us(p, 0), p, 0) for p in self.partitions]
         heapq.heapify(self._due)
 
+    def add(self, partition: int, start_us: int) -> None:
+        """Schedule a partition added while probing: its message 0 is intended at ``start_us``."""
+        self.next_seq[partition] = 0
+        self._offset_us[partition] = start_us - self.t0_us
+        heapq.heappush(self._due, (start_us, partition, 0))
+
     def intended_us(self, partition: int, seq: int) -> int:
         """When message ``seq`` of ``partition`` is supposed to be sent."""
         return self.t0_us + self._offset_us[partition] + int(seq * 1e6 / self.rate_per_s)

@@ -48,6 +48,7 @@ CTL_EPILOG = textwrap.dedent(
       up BROKER                      accept connections again
       leader TOPIC PARTITION BROKER  move a partition's leader
       create-topic NAME PARTITIONS   create a topic (leaders spread over brokers)
+      add-broker                     a broker joins (id N+1; the mock re-places replicas)
       bootstrap                      print the bootstrap servers
 
     examples:

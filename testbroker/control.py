@@ -9,6 +9,7 @@ Ready file (written atomically once every listener accepts connections), one val
 Control protocol (loopback TCP, one command per line, one reply line each)::
 
     rtt BROKER MS | down BROKER | up BROKER | leader TOPIC PARTITION BROKER
+    add-broker (mock: broker N+1 joins; replies "ok ID")
     create-topic NAME PARTITIONS | bootstrap | ping
     -> "ok[ DATA]" or "error: MESSAGE"
 """

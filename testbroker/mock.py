@@ -61,6 +61,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
         "rd_kafka_mock_broker_set_down": ([vp, i32], err),
         "rd_kafka_mock_broker_set_up": ([vp, i32], err),
         "rd_kafka_mock_broker_set_host_port": ([vp, i32, cp, ctypes.c_int], None),
+        "rd_kafka_mock_broker_add": ([vp, i32], err),
+        "rd_kafka_mock_set_controller_id": ([vp, i32], err),
     }
     for name, (argtypes, restype) in sigs.items():
         fn = getattr(lib, name)
@@ -168,6 +170,25 @@ class MockCluster:
         self._check(
             lib().rd_kafka_mock_broker_set_up(self._handle(), self._broker(broker)),
             f"up broker {broker}",
+        )
+
+    def add_broker(self) -> int:
+        """A broker joins (id N+1); its id.
+
+        The mock then re-places every partition's replicas over all brokers (leaders may move):
+        callers that want the old leaders back set them again.
+        """
+        broker = self.brokers + 1
+        self._check(lib().rd_kafka_mock_broker_add(self._handle(), broker), f"add broker {broker}")
+        self.brokers = broker
+        return broker
+
+    def set_controller(self, broker: int) -> None:
+        """Name ``broker`` the controller in Metadata; the mock has no admin API, so admin calls
+        then fail at once (unsupported) instead of timing out waiting for a controller."""
+        self._check(
+            lib().rd_kafka_mock_set_controller_id(self._handle(), self._broker(broker)),
+            f"set controller {broker}",
         )
 
     def set_advertised(self, broker: int, host: str, port: int) -> None:

@@ -142,6 +142,12 @@ class EmbeddedBroker:
         """Let ``broker`` accept connections again."""
         self.ctl("up", str(broker))
 
+    def add_broker(self) -> int:
+        """A broker joins the mock cluster (its partitions' replicas are re-placed); its id."""
+        broker = int(self.ctl("add-broker"))
+        self.brokers = broker
+        return broker
+
     def set_leader(self, topic: str, partition: int, broker: int) -> None:
         """Move ``topic[partition]``'s leader to ``broker``."""
         self.ctl("leader", topic, str(partition), str(broker))

@@ -110,7 +110,13 @@ class _CommandTable:
 class Controller(_CommandTable):
     """Executes control-socket commands against the mock cluster."""
 
-    def __init__(self, cluster: MockCluster, bootstrap: str, topics: dict[str, int]) -> None:
+    def __init__(
+        self,
+        cluster: MockCluster,
+        bootstrap: str,
+        topics: dict[str, int],
+        fixed_ports: bool = False,
+    ) -> None:
         super().__init__()
         self.cluster = cluster
         self.bootstrap = bootstrap
@@ -125,7 +131,13 @@ class Controller(_CommandTable):
             "up": (1, lambda a: self._do(cluster.set_up, int(a[0]))),
             "leader": (3, lambda a: self._leader(a[0], int(a[1]), int(a[2]))),
             "create-topic": (2, lambda a: self._create(a[0], a[1])),
+            "add-broker": (0, lambda a: self._add_broker(fixed_ports)),
         }
+
+    def _add_broker(self, fixed_ports: bool) -> str:
+        if fixed_ports:
+            raise ValueError("add-broker: not with --port (a new broker has no fixed port)")
+        return str(self.cluster.add_broker())
 
     def _do(self, fn: Callable[..., None], *args: object) -> str:
         fn(*args)
@@ -159,6 +171,7 @@ class TansuController(_CommandTable):
         "down": (1, "taking one broker of several down"),
         "up": (1, "bringing one broker of several up"),
         "leader": (3, "moving a partition's leader"),
+        "add-broker": (0, "a broker joining"),
     }
 
     def __init__(self, broker: TansuBroker, topics: dict[str, int]) -> None:
@@ -283,7 +296,8 @@ def serve(cfg: BrokerConfig, ready_file: Path | None, wait: Callable[[], object]
                 forwarders.append(fwd)
                 cluster.set_advertised(i + 1, LOOPBACK, fwd.port)
             bootstrap = ",".join(f"{LOOPBACK}:{f.port}" for f in forwarders)
-        control = _start_control(Controller(cluster, bootstrap, topics))
+        cluster.set_controller(1)
+        control = _start_control(Controller(cluster, bootstrap, topics, cfg.port is not None))
         ctl_addr = control.server_address
         info = ReadyInfo(bootstrap, (str(ctl_addr[0]), int(ctl_addr[1])), os.getpid())
         if ready_file is not None:

@@ -82,6 +82,13 @@ CASES: list[tuple[str, list[str], str | bytes | None, str]] = [
     ),
     (
         "probe",
+        ["--rebalance"],
+        None,
+        "probe.rebalance: needs manage_topic (--manage-topic): it only rebalances what it manages "
+        "(got True)",
+    ),
+    (
+        "probe",
         [],
         "probe:\n  kafka:\n    sasl.password: 918273645\n",
         "probe.kafka.sasl.password: Input should be a valid string",

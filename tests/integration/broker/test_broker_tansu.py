@@ -141,6 +141,7 @@ def test_stall_and_resume_by_signal_are_measurable() -> None:
         (("down", "1"), "taking one broker"),
         (("up", "1"), "bringing one broker"),
         (("leader", "nines.probe", "0", "1"), "moving a partition's leader"),
+        (("add-broker",), "a broker joining"),
     ],
 )
 def test_mock_only_faults_answer_a_clear_error(

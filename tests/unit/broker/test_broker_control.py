@@ -76,3 +76,13 @@ def test_ready_file_roundtrip_is_atomic(tmp_path: Path) -> None:
     path.write_text("half")
     with pytest.raises(ValueError, match="not a nines broker ready file"):
         ReadyInfo.read(path)
+
+
+def test_add_broker_joins_the_next_id_and_is_refused_with_fixed_ports(cluster: MockCluster) -> None:
+    ctl = Controller(cluster, "boot:1", {})
+    assert ctl.handle("add-broker") == "ok 4"
+    assert cluster.brokers == 4 and ctl.handle("rtt 4 10") == "ok"  # broker 4 is addressable
+    assert ctl.handle("add-broker 5") == "error: add-broker takes 0 argument(s), got 1"
+    fixed = Controller(cluster, "boot:1", {}, fixed_ports=True)
+    assert fixed.handle("add-broker").startswith("error: add-broker: not with --port")
+    assert cluster.brokers == 4
