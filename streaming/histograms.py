@@ -1,8 +1,8 @@
 """HDR histograms as Spark state: bucket indices as native column expressions, merged by summing.
 
 The bucket index is computed by Spark itself (no Python UDF) and agrees bit for bit with
-``core.hdr.HdrLayout.index_of``. Every (resolution, window, series, kind, bucket) is a
-group of Spark's stateful aggregation; merging histograms is adding their counts, so all
+``core.hdr.HdrLayout.index_of``. Every (resolution, window, series, send-time leader, kind,
+bucket) is a group of Spark's stateful aggregation; merging histograms is adding their counts, so all
 resolutions are kept at once and each closed window is emitted exactly once.
 """
 
@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from core.echo import LATENCY_SPANS
 from core.hdr import HdrLayout
-from core.windows import WindowSpec, window_end_us
+from core.windows import UNKNOWN_BROKER, WindowSpec, window_end_us
 
 #: Kinds of the counted-not-measured rows (late, bad by reason, vanished offsets).
 STAT_PREFIX = "stat:"
@@ -66,6 +66,10 @@ KIND_CODES = {"e2e": 0, "publish": 1, "send_lag": 2, "hiccup": 3}
 STAT_CODES = {"late": 10, "bad": 11, "data_loss": 12}
 #: Partition code of the probe's own rows (hiccups): labelled ``all``.
 PROBE_PARTITION = -1
+#: Leader code of rows that have none (hiccups, counted-not-measured rows): no ``broker``.
+NO_LEADER = -2
+#: Leader code of an echo whose probe knew no leader when it sent (``-1`` in the echo).
+UNKNOWN_LEADER = -1
 
 
 def latency_column(kind: str) -> Column:
@@ -126,6 +130,7 @@ def latency_rows(echoes: DataFrame, windows: WindowSpec, layout: HdrLayout) -> D
             "cluster",
             "topic",
             "partition",
+            "leader",
             "event_us",
             "n",
             F.explode(measured).alias("m"),
@@ -146,6 +151,14 @@ def latency_rows(echoes: DataFrame, windows: WindowSpec, layout: HdrLayout) -> D
         )
         .otherwise(F.col("partition"))
         .alias("partition"),
+        # the send-time leader splits a partition's state only when it moves within a window
+        F.when(
+            F.col("rtype") == "echo",
+            F.coalesce(F.col("leader"), F.lit(UNKNOWN_LEADER)),
+        )
+        .otherwise(F.lit(NO_LEADER))
+        .cast("bigint")
+        .alias("leader"),
         F.col("m.kind").alias("kind"),
         F.when(is_stat, F.col("reason")).alias("reason"),
         F.col("bucket"),
@@ -156,16 +169,21 @@ def latency_rows(echoes: DataFrame, windows: WindowSpec, layout: HdrLayout) -> D
 
 
 def windowed_histograms(rows: DataFrame, windows: WindowSpec, watermark_ms: int) -> DataFrame:
-    """Bucket counts per (resolution, window, series, kind, bucket), final once the window closes.
+    """Bucket counts per (resolution, window, series, leader, kind, bucket), final once the
+    window closes.
 
     The window end carries Spark's watermark metadata, so one stateful aggregation evicts and
     emits every resolution's windows exactly when the watermark passes their end. Emitted rows
-    get their string labels back (resolution, partition, kind) for the sink.
+    get their string labels back (resolution, partition, broker, kind) for the sink, which
+    builds partition, topic and broker series from these cells (``core.windows.with_rollups``).
     """
     window_end = F.timestamp_micros(F.col("window_end_us")).alias(
         "window_end", metadata={"spark.watermarkDelayMs": watermark_ms}
     )
-    keys = ["span_us", "window_end", "cluster", "topic", "partition", "kind", "reason", "bucket"]
+    keys = [
+        "span_us", "window_end", "cluster", "topic", "partition", "leader", "kind", "reason",
+        "bucket",
+    ]  # fmt: skip
     counts = (
         rows.withColumn("window_end", window_end)
         .groupBy(*keys)
@@ -186,6 +204,10 @@ def windowed_histograms(rows: DataFrame, windows: WindowSpec, watermark_ms: int)
         F.when(F.col("partition") == PROBE_PARTITION, F.lit("all"))
         .otherwise(F.coalesce(F.col("partition").cast("string"), F.lit("")))
         .alias("partition"),
+        F.when(F.col("leader") == NO_LEADER, F.lit(""))
+        .when(F.col("leader") == UNKNOWN_LEADER, F.lit(UNKNOWN_BROKER))
+        .otherwise(F.col("leader").cast("string"))
+        .alias("broker"),
         _kind_label(F.col("kind"), F.col("reason")).alias("kind"),
         "bucket",
         "count",
