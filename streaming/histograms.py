@@ -2,8 +2,8 @@
 
 The bucket index is computed by Spark itself (no Python UDF) and agrees bit for bit with
 ``core.hdr.HdrLayout.index_of``. Every (resolution, window, series, send-time leader, kind,
-bucket) is a group of Spark's stateful aggregation; merging histograms is adding their counts, so all
-resolutions are kept at once and each closed window is emitted exactly once.
+bucket) is a group of Spark's stateful aggregation; merging histograms is adding their counts, so
+all resolutions are kept at once and each closed window is emitted exactly once.
 """
 
 from __future__ import annotations
