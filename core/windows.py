@@ -13,6 +13,8 @@ from core.units import format_duration, parse_duration_s
 KINDS = ("e2e", "publish", "send_lag", "hiccup")
 #: The ``partition`` label of a per-topic merge of all partitions.
 ALL_PARTITIONS = "all"
+#: The ``broker`` of an echo whose probe knew no leader for its partition when it sent.
+UNKNOWN_BROKER = "unknown"
 
 
 class _Arithmetic(Protocol):
@@ -116,12 +118,29 @@ DEFAULT_WINDOWS = WindowSpec()
 
 @dataclass(frozen=True)
 class SeriesKey:
-    """What a latency series is about."""
+    """What a latency series is about.
+
+    ``broker`` is the partition's leader at send time. Empty: a partition or topic series (and
+    the probe's hiccups). With ``partition="all"``: a broker's merge of the partitions it led.
+    With both set: a *cell* (one partition under one leader), the grain the stream job keeps so
+    that ``with_rollups`` can build both; cells never leave the job.
+    """
 
     cluster: str
     topic: str
     partition: str
     kind: str
+    broker: str = ""
+
+    @property
+    def is_broker(self) -> bool:
+        """A per-broker rollup (``nines_broker_*`` families)."""
+        return bool(self.broker) and self.partition == ALL_PARTITIONS
+
+    @property
+    def is_cell(self) -> bool:
+        """One partition under one send-time leader: input of ``with_rollups`` only."""
+        return bool(self.broker) and self.partition != ALL_PARTITIONS
 
 
 @dataclass(frozen=True)
@@ -136,10 +155,13 @@ class WindowHistogram:
     lost: int = 0
 
     @property
-    def sort_key(self) -> tuple[str, int, str, str, str, str]:
+    def sort_key(self) -> tuple[str, int, str, str, str, str, str]:
         """Stable order: resolution, window start, then the series."""
         s = self.series
-        return (self.resolution, self.window_start_us, s.cluster, s.topic, s.partition, s.kind)
+        return (
+            self.resolution, self.window_start_us, s.cluster, s.topic, s.partition, s.kind,
+            s.broker,
+        )  # fmt: skip
 
     def merge(self, other: WindowHistogram) -> WindowHistogram:
         """Both windows' samples in one histogram; the window span covers both."""
@@ -169,7 +191,7 @@ def with_topic_rollups(windows: Iterable[WindowHistogram]) -> list[WindowHistogr
     items = list(windows)
     groups: dict[tuple[str, int, str, str, str], list[WindowHistogram]] = {}
     for w in items:
-        if w.series.partition == ALL_PARTITIONS:
+        if w.series.partition == ALL_PARTITIONS or w.series.broker:
             continue
         key = (w.resolution, w.window_start_us, w.series.cluster, w.series.topic, w.series.kind)
         groups.setdefault(key, []).append(w)
@@ -178,3 +200,28 @@ def with_topic_rollups(windows: Iterable[WindowHistogram]) -> list[WindowHistogr
         for group in groups.values()
     ]
     return items + rollups
+
+
+def with_rollups(windows: Iterable[WindowHistogram]) -> list[WindowHistogram]:
+    """From cells (partition × send-time leader) to every series a closed window is exported as.
+
+    Partition series merge their cells over leaders, so a leader move leaves one series per
+    partition, exactly as without brokers; the topic's ``partition="all"`` merges those; each
+    broker's ``partition="all", broker=…`` merges the cells it led, lost counts included, so a
+    slow broker's tail stays on its own series when its partitions move. Histograms are merged
+    (counts added), never quantiles. Windows that are not cells pass through as they are.
+    """
+    plain: list[WindowHistogram] = []
+    cells: dict[tuple[str, int, SeriesKey], list[WindowHistogram]] = {}
+    brokers: dict[tuple[str, int, SeriesKey], list[WindowHistogram]] = {}
+    for w in windows:
+        if not w.series.is_cell:
+            plain.append(w)
+            continue
+        s = w.series
+        cells.setdefault((w.resolution, w.window_start_us, replace(s, broker="")), []).append(w)
+        of_broker = replace(s, partition=ALL_PARTITIONS)
+        brokers.setdefault((w.resolution, w.window_start_us, of_broker), []).append(w)
+    partitions = [replace(merge_all(g), series=k[2]) for k, g in cells.items()]
+    by_broker = [replace(merge_all(g), series=k[2]) for k, g in brokers.items()]
+    return with_topic_rollups(plain + partitions) + by_broker

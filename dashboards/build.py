@@ -9,9 +9,9 @@ from grafana_foundation_sdk.builders import dashboard as dash
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
 from dashboards.common import variables
-from dashboards.rows import hiccups, loss, pipeline, publish, slo, spectrum, tail
+from dashboards.rows import brokers, hiccups, loss, pipeline, publish, slo, spectrum, tail
 
-LATENCY_ROWS = (tail, spectrum, publish, slo)
+LATENCY_ROWS = (tail, brokers, spectrum, publish, slo)
 HEALTH_ROWS = (loss, hiccups, pipeline)
 
 

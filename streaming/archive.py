@@ -2,6 +2,9 @@
 
 Rows are written per Spark batch id and rewritten identically when Spark replays a batch, so the
 archive is exactly once. Per-topic rollups are not stored: readers merge partitions themselves.
+Per-broker rollups are (a ``broker`` column; the partition rows do not say which leader each
+sample had), and ``read_windows`` returns them only when asked, so merging everything it returns
+by default still counts each sample once.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ SCHEMA = pa.schema(
         ("topic", pa.string()),
         ("partition", pa.string()),
         ("kind", pa.string()),
+        ("broker", pa.string()),
         ("samples", pa.int64()),
         ("lost", pa.int64()),
         ("max_us", pa.int64()),
@@ -53,7 +57,8 @@ def write_windows(
     """Write one batch's closed windows; the same batch id overwrites its files identically."""
     groups: dict[tuple[str, str], list[WindowHistogram]] = {}
     for w in windows:
-        if w.series.partition == ALL_PARTITIONS and w.series.kind != "hiccup":
+        topic_rollup = w.series.partition == ALL_PARTITIONS and not w.series.broker
+        if topic_rollup and w.series.kind != "hiccup":
             continue
         groups.setdefault((w.resolution, _date(w.window_start_us)), []).append(w)
     written = []
@@ -80,6 +85,7 @@ def _row(w: WindowHistogram) -> dict[str, object]:
         "topic": w.series.topic,
         "partition": w.series.partition,
         "kind": w.series.kind,
+        "broker": w.series.broker,
         "samples": h.total,
         "lost": w.lost,
         "max_us": h.max_us,
@@ -99,8 +105,12 @@ def read_windows(
     resolution: str | None = None,
     start_us: int | None = None,
     end_us: int | None = None,
+    brokers: bool = False,
 ) -> list[WindowHistogram]:
-    """Archived windows overlapping [start_us, end_us), optionally of one resolution."""
+    """Archived windows overlapping [start_us, end_us), optionally of one resolution.
+
+    Per-broker rollups only with ``brokers``: they hold the same samples as the partitions.
+    """
     root = Path(archive_dir)
     if not root.exists():
         return []
@@ -114,12 +124,15 @@ def read_windows(
                 continue
             if end_us is not None and r["window_start_us"] >= end_us:
                 continue
+            broker = r.get("broker") or ""  # files written before brokers have no column
+            if broker and not brokers:
+                continue
             key = (r["lowest_us"], r["highest_us"], r["digits"])
             layout = layouts.setdefault(key, HdrLayout(*key))
             hist = SparseHistogram.from_counts(
                 layout, r["bucket_index"], r["bucket_count"], r["max_us"], r["sum_us"]
             )
-            series = SeriesKey(r["cluster"], r["topic"], r["partition"], r["kind"])
+            series = SeriesKey(r["cluster"], r["topic"], r["partition"], r["kind"], broker)
             out.append(
                 WindowHistogram(
                     res, r["window_start_us"], r["window_end_us"], series, hist, r["lost"]

@@ -1,12 +1,14 @@
 """Closed windows out of Spark's aggregated rows: pure Arrow → histograms and counters.
 
-What ``foreachBatch`` receives (one row per window, series, kind and bucket, plus the counter
-rows) becomes ``WindowHistogram``s and ``StreamCounters``; no Spark, no I/O, so it is tested on
-plain Arrow tables.
+What ``foreachBatch`` receives (one row per window, series, send-time leader, kind and bucket,
+plus the counter rows) becomes ``WindowHistogram``s and ``StreamCounters``; no Spark, no I/O, so
+it is tested on plain Arrow tables. Rows with a ``broker`` come out as cells (one partition under
+one leader) for ``core.windows.with_rollups``.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -36,7 +38,9 @@ def closed_windows(
             key = (r["topic"], r["partition"])
         counters.setdefault(what, {})
         counters[what][key] = counters[what].get(key, 0) + int(r["count"])
-    keys = ["resolution", "window_end", "cluster", "topic", "partition", "kind"]
+    if "broker" not in table.column_names:  # rows without leaders: partition series as they are
+        table = table.append_column("broker", pa.array([""] * table.num_rows, pa.string()))
+    keys = ["resolution", "window_end", "cluster", "topic", "partition", "kind", "broker"]
     grouped = (
         table.filter(pc.invert(is_stat))
         .group_by(keys, use_threads=False)
@@ -65,7 +69,11 @@ def closed_windows(
             cols["sum_us_sum"][i] or 0,
         )
         series = SeriesKey(
-            cols["cluster"][i], cols["topic"][i], cols["partition"][i], cols["kind"][i]
+            cols["cluster"][i],
+            cols["topic"][i],
+            cols["partition"][i],
+            cols["kind"][i],
+            cols["broker"][i] or "",
         )
         windows.append(
             WindowHistogram(
@@ -89,7 +97,8 @@ def closed_windows(
             echoes[key] = echoes.get(key, 0) + w.hist.total
             lost[key] = lost.get(key, 0) + w.lost
         if w.hist.overflow:
-            overflow[w.series] = overflow.get(w.series, 0) + w.hist.overflow
+            s = replace(w.series, broker="")  # counted per partition series, as exported
+            overflow[s] = overflow.get(s, 0) + w.hist.overflow
     windows.sort(key=lambda w: w.sort_key)
     return windows, StreamCounters(
         echoes=echoes,

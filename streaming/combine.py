@@ -27,6 +27,10 @@ KIND_CODES = {"e2e": 0, "publish": 1, "send_lag": 2, "hiccup": 3}
 STAT_CODES = {"late": 10, "bad": 11, "data_loss": 12}
 #: Partition code of the probe's own rows (hiccups): labelled ``all``.
 PROBE_PARTITION = -1
+#: Leader code of rows that have none (hiccups, counted-not-measured rows): no ``broker``.
+NO_LEADER = -2
+#: Leader code of an echo whose probe knew no leader when it sent (``-1`` in the echo).
+UNKNOWN_LEADER = -1
 
 #: The group of a partial: a state key of Spark's aggregation, bucket included.
 GROUP_KEYS = (
@@ -35,6 +39,7 @@ GROUP_KEYS = (
     "cluster",
     "topic",
     "partition",
+    "leader",
     "kind",
     "reason",
     "bucket",
@@ -47,6 +52,7 @@ PARTIAL_SCHEMA = pa.schema(
         ("cluster", pa.string()),
         ("topic", pa.string()),
         ("partition", pa.int64()),
+        ("leader", pa.int64()),
         ("kind", pa.int32()),
         ("reason", pa.string()),
         ("bucket", pa.int64()),
@@ -63,6 +69,7 @@ _SAMPLE_SCHEMA = pa.schema(
         ("cluster", pa.string()),
         ("topic", pa.string()),
         ("partition", pa.int64()),
+        ("leader", pa.int64()),
         ("kind", pa.int32()),
         ("reason", pa.string()),
         ("value_us", pa.int64()),
@@ -92,9 +99,9 @@ def combine(rows: pa.RecordBatch | pa.Table, windows: WindowSpec, layout: HdrLay
     values = samples.column("value_us").to_numpy(zero_copy_only=False)
     n = samples.column("n").to_numpy(zero_copy_only=False)
     event = samples.column("event_us").to_numpy(zero_copy_only=False)
-    finest = samples.select(["cluster", "topic", "partition", "kind", "reason"]).append_column(
-        "span_us", pa.array(np.full(len(values), windows.finest_us, np.int64))
-    )
+    finest = samples.select(
+        ["cluster", "topic", "partition", "leader", "kind", "reason"]
+    ).append_column("span_us", pa.array(np.full(len(values), windows.finest_us, np.int64)))
     finest = (
         finest.append_column("window_end_us", pa.array(window_end_us(event, windows.finest_us)))
         .append_column("bucket", pa.array(layout.index_of(values)))
@@ -187,6 +194,8 @@ def _samples(t: pa.Table) -> pa.Table:
     parts = []
     echoes = t.filter(pc.equal(rtype, "echo"))
     lost = pc.fill_null(echoes.column("lost"), False)
+    # the send-time leader splits a partition's state only when it moves within a window
+    leader = pc.fill_null(echoes.column("leader"), UNKNOWN_LEADER)
     for kind, span in LATENCY_SPANS.items():
         value = pc.subtract(echoes.column(span.end), echoes.column(span.start))
         lost_flag = pa.array(np.zeros(echoes.num_rows, np.int64))
@@ -194,7 +203,9 @@ def _samples(t: pa.Table) -> pa.Table:
             # a lost message is never received: its latency is at least the loss timeout
             value = pc.if_else(lost, echoes.column(span.if_lost), value)
             lost_flag = pc.cast(lost, pa.int64())
-        parts.append(_sample(echoes, kind=KIND_CODES[kind], value=value, lost=lost_flag))
+        parts.append(
+            _sample(echoes, kind=KIND_CODES[kind], value=value, lost=lost_flag, leader=leader)
+        )
     hiccups = t.filter(pc.equal(rtype, "hiccup"))
     parts.append(
         _sample(
@@ -230,6 +241,7 @@ def _sample(
     lost: pa.Array | pa.ChunkedArray | None = None,
     partition: pa.Array | pa.ChunkedArray | None = None,
     reason: pa.Array | pa.ChunkedArray | None = None,
+    leader: pa.Array | pa.ChunkedArray | None = None,
 ) -> pa.Table:
     rows = t.num_rows
     zeros = pa.array(np.zeros(rows, np.int64))
@@ -238,6 +250,7 @@ def _sample(
             t.column("cluster"),
             t.column("topic"),
             t.column("partition") if partition is None else partition,
+            pa.array(np.full(rows, NO_LEADER, np.int64)) if leader is None else leader,
             pa.array(np.full(rows, kind, np.int32)),
             pa.nulls(rows, pa.string()) if reason is None else reason,
             value,

@@ -3,7 +3,9 @@
 The reader (``streaming.combine``) hands Spark one row per (resolution, window, series, kind,
 reason, bucket) with count, lost, max and sum. Every such key is a group of Spark's stateful
 aggregation; merging histograms is adding their counts and keeping the max, so all resolutions
-are kept at once and each closed window is emitted exactly once.
+are kept at once and each closed window is emitted exactly once. The send-time leader is part of
+the key: a partition's state splits only when its leader moves within a window, and the sink
+builds partition, topic and broker series from these cells (``core.windows.with_rollups``).
 """
 
 from __future__ import annotations
@@ -11,8 +13,14 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from core.windows import WindowSpec
-from streaming.combine import KIND_CODES, PROBE_PARTITION, STAT_CODES
+from core.windows import UNKNOWN_BROKER, WindowSpec
+from streaming.combine import (
+    KIND_CODES,
+    NO_LEADER,
+    PROBE_PARTITION,
+    STAT_CODES,
+    UNKNOWN_LEADER,
+)
 
 #: Kinds of the counted-not-measured rows (late, bad by reason, vanished offsets).
 STAT_PREFIX = "stat:"
@@ -23,12 +31,15 @@ def windowed_histograms(rows: DataFrame, windows: WindowSpec, watermark_ms: int)
 
     The window end carries Spark's watermark metadata, so one stateful aggregation evicts and
     emits every resolution's windows exactly when the watermark passes their end. Emitted rows
-    get their string labels back (resolution, partition, kind) for the sink.
+    get their string labels back (resolution, partition, broker, kind) for the sink.
     """
     window_end = F.timestamp_micros(F.col("window_end_us")).alias(
         "window_end", metadata={"spark.watermarkDelayMs": watermark_ms}
     )
-    keys = ["span_us", "window_end", "cluster", "topic", "partition", "kind", "reason", "bucket"]
+    keys = [
+        "span_us", "window_end", "cluster", "topic", "partition", "leader", "kind", "reason",
+        "bucket",
+    ]  # fmt: skip
     counts = (
         rows.withColumn("window_end", window_end)
         .groupBy(*keys)
@@ -49,6 +60,10 @@ def windowed_histograms(rows: DataFrame, windows: WindowSpec, watermark_ms: int)
         F.when(F.col("partition") == PROBE_PARTITION, F.lit("all"))
         .otherwise(F.coalesce(F.col("partition").cast("string"), F.lit("")))
         .alias("partition"),
+        F.when(F.col("leader") == NO_LEADER, F.lit(""))
+        .when(F.col("leader") == UNKNOWN_LEADER, F.lit(UNKNOWN_BROKER))
+        .otherwise(F.col("leader").cast("string"))
+        .alias("broker"),
         _kind_label(F.col("kind"), F.col("reason")).alias("kind"),
         "bucket",
         "count",

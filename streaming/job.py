@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from core.windows import WindowHistogram, with_topic_rollups
+from core.windows import WindowHistogram, with_rollups
 from streaming.closed import closed_windows
 from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
@@ -155,7 +155,7 @@ class StreamJob:
 
     def _sink(self, df: Any, batch_id: int) -> None:
         windows, counters = closed_windows(df.toArrow(), self.layout, self.resolutions_us)
-        windows = with_topic_rollups(windows)
+        windows = with_rollups(windows)
         if self.config.archive:
             from streaming.archive import write_windows
 

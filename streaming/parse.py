@@ -33,6 +33,7 @@ PARSED_SCHEMA = pa.schema(
         ("cluster", pa.string()),
         ("topic", pa.string()),
         ("partition", pa.int64()),
+        ("leader", pa.int64()),
         ("intended_us", pa.int64()),
         ("sent_us", pa.int64()),
         ("acked_us", pa.int64()),
@@ -104,6 +105,7 @@ def _row(rec: Echo | Hiccup) -> dict[str, object]:
             "cluster": rec.cluster,
             "topic": rec.topic,
             "partition": rec.partition,
+            "leader": rec.leader,
             "intended_us": rec.intended_us,
             "sent_us": rec.sent_us,
             "acked_us": rec.acked_us,
@@ -118,6 +120,7 @@ def _row(rec: Echo | Hiccup) -> dict[str, object]:
         "cluster": rec.cluster,
         "topic": "",  # type: ignore[attr-defined]
         "partition": None,
+        "leader": None,
         "intended_us": rec.start_us,
         "sent_us": None,  # type: ignore[attr-defined]
         "acked_us": None,
@@ -224,6 +227,7 @@ def _parse_chunk(values: Sequence[bytes | None]) -> pa.RecordBatch:
             "cluster": t["cluster"],
             "topic": pc.if_else(is_hic, "", t["topic"]),
             "partition": t["partition"],
+            "leader": pc.if_else(is_hic, pa.scalar(None, pa.int64()), t["leader"]),
             "intended_us": pc.if_else(is_hic, t["start_us"], t["intended_us"]),
             "sent_us": t["sent_us"],
             "acked_us": t["acked_us"],

@@ -13,7 +13,8 @@ class WindowSink(Protocol):
     """Takes each micro-batch's closed windows and counters, then the batch's pipeline health."""
 
     def update(self, windows: Sequence[WindowHistogram], counters: StreamCounters) -> None:
-        """One batch's closed windows (each final, topic rollups included) and its counters."""
+        """One batch's closed windows (each final, topic and broker rollups included) and its
+        counters."""
         ...
 
     def set_pipeline_health(

@@ -177,6 +177,38 @@ def _max_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
     )
 
 
+def _broker_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
+    """The objective's quantile or max on one broker's messages (its send-time leader series).
+
+    One alert per (cluster, topic, broker): a slow broker is named even when its partitions move
+    to other brokers, and the topic's own alert cannot say which broker it is.
+    """
+    window = format_duration(o.window)
+    matchers = {"kind": o.kind, "window": window}
+    if o.max is not None:
+        name, metric, limit_s, stat = "NinesBrokerLatencyMaxHigh", "max_seconds", o.max, "max"
+    else:
+        assert o.quantile is not None and o.threshold is not None
+        name, metric, limit_s = "NinesBrokerLatencyQuantileHigh", "seconds", o.threshold
+        stat = quantile_label(o.quantile)
+        matchers["quantile"] = floatToGoString(o.quantile)
+    matchers.update(_series(o, merged_partition=False))
+    series = _selector(f"nines_broker_latency_{metric}", matchers)
+    expr = f"max by (cluster, topic, broker) ({series}) > {_num(limit_s)}"
+    limit = format_duration(limit_s)
+    return _alert(
+        sla,
+        o,
+        name,
+        _guarded(sla, o, expr, window),
+        f"{o.kind} {stat} latency above {limit} on broker {{{{ $labels.broker }}}} "
+        f"({window} windows)",
+        f"{o.kind} {stat} latency of the messages broker {{{{ $labels.broker }}}} led on "
+        f"{_where(o)} is {{{{ $value | humanizeDuration }}}} in the latest closed {window} "
+        f"window; objective: below {limit}.",
+    )
+
+
 def _loss_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
     """Lost probe messages as a fraction of all probe messages over the window."""
     assert o.loss_ratio is not None
@@ -382,11 +414,15 @@ def render_rules(sla: SlaConfig) -> dict[str, Any]:
         kind = o.kind_of_objective
         if kind == "latency":
             alerts.append(_latency_alert(sla, o))
+            if o.partition is None:
+                alerts.append(_broker_alert(sla, o))
             if o.objective is not None:
                 recording.extend(_recording_rules(o))
                 alerts.extend(_burn_rate_alerts(sla, o))
         elif kind == "max":
             alerts.append(_max_alert(sla, o))
+            if o.partition is None:
+                alerts.append(_broker_alert(sla, o))
         elif kind == "loss_ratio":
             alerts.append(_loss_alert(sla, o))
         else:

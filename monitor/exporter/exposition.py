@@ -27,6 +27,8 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 SERIES_LABELS = ["cluster", "topic", "partition", "kind"]
 TOPIC_LABELS = ["cluster", "topic", "partition"]
+#: Labels of a per-broker rollup: the send-time leader instead of the partition.
+BROKER_LABELS = ["cluster", "topic", "broker", "kind"]
 
 #: The per-window gauge families, in exposition order: (name, help, attribute of WindowLines).
 WINDOW_FAMILIES: tuple[tuple[str, str, str], ...] = (
@@ -38,6 +40,31 @@ WINDOW_FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("nines_latency_max_seconds", "Exact max of the latest closed window.", "max"),
     ("nines_latency_window_samples", "Samples in the latest closed window.", "samples"),
     ("nines_latency_window_lost", "Lost messages in the latest closed window.", "lost"),
+)
+#: The same gauges per broker (``nines_broker_…``): separate families, so that a query on
+#: ``partition="all"`` keeps matching exactly one series per topic.
+BROKER_WINDOW_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    (
+        "nines_broker_latency_seconds",
+        "Quantile of the latest closed window's HDR histogram of the messages a broker led at "
+        "send time (only with >= 1/(1-q) samples).",
+        "quantiles",
+    ),
+    (
+        "nines_broker_latency_max_seconds",
+        "Exact max of the latest closed window of the messages a broker led at send time.",
+        "max",
+    ),
+    (
+        "nines_broker_latency_window_samples",
+        "Samples in the latest closed window of the messages a broker led at send time.",
+        "samples",
+    ),
+    (
+        "nines_broker_latency_window_lost",
+        "Lost messages in the latest closed window of those a broker led at send time.",
+        "lost",
+    ),
 )
 HISTOGRAM = "nines_latency_histogram_seconds"
 HISTOGRAM_HELP = "Latency of every closed window of the finest resolution, cumulative since start."
@@ -105,6 +132,8 @@ def _labels(pairs: Mapping[str, str], extra: str | None = None) -> str:
 
 
 def _series_pairs(s: SeriesKey) -> dict[str, str]:
+    if s.is_broker:
+        return dict(zip(BROKER_LABELS, (s.cluster, s.topic, s.broker, s.kind), strict=True))
     return dict(zip(SERIES_LABELS, series_key(s), strict=True))
 
 
@@ -113,6 +142,9 @@ def render_window(
 ) -> WindowLines:
     """The window's lines for each per-window family (quantiles gated by sample count)."""
     s = w.series
+    name = dict.fromkeys(("quantiles", "max", "samples", "lost"), "")
+    for family, _, attr in BROKER_WINDOW_FAMILIES if s.is_broker else WINDOW_FAMILIES:
+        name[attr] = family
     pairs = {**_series_pairs(s), "window": w.resolution}
     lv, lq = _labels(pairs), _labels(pairs, extra="quantile")
     total = w.hist.total
@@ -123,21 +155,24 @@ def render_window(
     ]
     values = w.hist.values_at_quantiles([q for q, _ in supported])
     lines = "".join(
-        f"nines_latency_seconds{{{lq.format(qt)}}} {floatToGoString(v / 1e6)}\n"
+        f"{name['quantiles']}{{{lq.format(qt)}}} {floatToGoString(v / 1e6)}\n"
         for (_, qt), v in zip(supported, values, strict=True)
     )
     return WindowLines(
         lines,
-        f"nines_latency_max_seconds{{{lv}}} {floatToGoString(w.hist.max_us / 1e6)}\n",
-        f"nines_latency_window_samples{{{lv}}} {floatToGoString(total)}\n",
-        f"nines_latency_window_lost{{{lv}}} {floatToGoString(w.lost)}\n" if s.kind == "e2e" else "",
+        f"{name['max']}{{{lv}}} {floatToGoString(w.hist.max_us / 1e6)}\n",
+        f"{name['samples']}{{{lv}}} {floatToGoString(total)}\n",
+        f"{name['lost']}{{{lv}}} {floatToGoString(w.lost)}\n" if s.kind == "e2e" else "",
     )
 
 
-def window_text(lines: Sequence[WindowLines]) -> str:
+def window_text(
+    lines: Sequence[WindowLines],
+    families: Sequence[tuple[str, str, str]] = WINDOW_FAMILIES,
+) -> str:
     """The per-window gauge families from windows' pre-rendered lines, in the given order."""
     parts = []
-    for name, doc, attr in WINDOW_FAMILIES:
+    for name, doc, attr in families:
         parts.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")
         parts.extend(getattr(w, attr) for w in lines)
     return "".join(parts)
@@ -197,7 +232,9 @@ def counter_families(counters: StreamCounters) -> Iterable[Any]:
 def series_families(kept: int, limit: int, rejected: int, evicted: int) -> Iterable[Any]:
     """The exporter's cardinality: series kept, the cap, and what the cap and the TTL removed."""
     yield GaugeMetricFamily(
-        "nines_series", "Distinct (cluster, topic, partition) series exported.", value=kept
+        "nines_series",
+        "Distinct (cluster, topic, partition or broker) series exported.",
+        value=kept,
     )
     yield GaugeMetricFamily("nines_series_limit", "The max_series cap.", value=limit)
     yield CounterMetricFamily(

@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 
 #: ``le`` boundaries (seconds) of ``nines_latency_histogram_seconds`` (the SLA's layout).
 DEFAULT_LE: tuple[float, ...] = BUCKET_BOUNDARIES_S
-#: Distinct (cluster, topic, partition) series the exporter keeps: 10,000 probe partitions plus
-#: their topics' merged series and the probes' own (hiccup) rows, with 20 % headroom.
+#: Distinct (cluster, topic, partition or broker) series the exporter keeps: 10,000 probe
+#: partitions plus their topics' merged series, the brokers' and the probes' own (hiccup) rows,
+#: with 20 % headroom.
 DEFAULT_MAX_SERIES = 12_000
 #: A series that has seen no closed window for this many windows of its resolution leaves /metrics.
 DEFAULT_SERIES_TTL_WINDOWS = 6
@@ -48,6 +49,14 @@ def _add(into: dict[Any, int], key: Any, value: int) -> None:
     into[key] = into.get(key, 0) + int(value)
 
 
+#: What the series cap counts: (cluster, topic, partition, broker), all kinds together.
+SeriesId = tuple[str, str, str, str]
+
+
+def _series_id(s: SeriesKey) -> SeriesId:
+    return (s.cluster, s.topic, s.partition, s.broker)
+
+
 class LatencyExporter:
     """Exports the latest closed window of every series and resolution, plus cumulative counters."""
 
@@ -61,8 +70,8 @@ class LatencyExporter:
     ) -> None:
         self.max_series = max_series
         self.series_ttl_windows = series_ttl_windows
-        #: (cluster, topic, partition) → resolutions it has a latest window in
-        self._admitted: dict[tuple[str, str, str], set[str]] = {}
+        #: series id (partition and topic series, broker rollups) → resolutions it has a window in
+        self._admitted: dict[SeriesId, set[str]] = {}
         self.series_rejected = 0
         self.series_evicted = 0
         self.quantiles = tuple(quantiles)
@@ -113,12 +122,12 @@ class LatencyExporter:
 
     def _admit(self, w: WindowHistogram) -> bool:
         """Whether the window's series is kept: known already, or new and under the cap."""
-        triple = (w.series.cluster, w.series.topic, w.series.partition)
-        resolutions = self._admitted.get(triple)
+        sid = _series_id(w.series)
+        resolutions = self._admitted.get(sid)
         if resolutions is None:
             if len(self._admitted) >= self.max_series:
                 return False
-            resolutions = self._admitted[triple] = set()
+            resolutions = self._admitted[sid] = set()
         resolutions.add(w.resolution)
         return True
 
@@ -138,14 +147,15 @@ class LatencyExporter:
             del self._latest[(res, series)]
             del self._lines[(res, series)]
             self.series_evicted += 1
-            triple = (series.cluster, series.topic, series.partition)
-            if not any((res, SeriesKey(*triple, kind)) in self._latest for kind in KINDS):
-                left = self._admitted.get(triple)
+            sid = _series_id(series)
+            if not any((res, SeriesKey(*sid[:3], kind, sid[3])) in self._latest for kind in KINDS):
+                left = self._admitted.get(sid)
                 if left is not None:
                     left.discard(res)
                     if not left:
-                        del self._admitted[triple]
-                        self._forget_counters(triple)
+                        del self._admitted[sid]
+                        if not series.broker:  # counters are per partition, never per broker
+                            self._forget_counters(sid[:3])
             if res == self.finest_resolution:
                 for store in (self._hist.buckets, self._hist.count, self._hist.sum_s):
                     store.pop(series, None)
@@ -164,7 +174,7 @@ class LatencyExporter:
         if derive_counts and w.hist.overflow:
             _add(self._counters["overflow"], s, w.hist.overflow)
 
-    def _forget_counters(self, triple: tuple[str, str, str]) -> None:
+    def _forget_counters(self, triple: tuple[str, ...]) -> None:
         """A series gone from every resolution takes its cumulative counters along."""
 
         def of_triple(key: Any) -> bool:
@@ -195,19 +205,31 @@ class LatencyExporter:
                 "last_batch_timestamp_seconds": last_batch_ts or time.time(),
             }
 
-    def latest_windows(self) -> dict[str, list[WindowHistogram]]:
-        """Resolution → the latest closed window of each series (for live views)."""
+    def latest_windows(self, brokers: bool = False) -> dict[str, list[WindowHistogram]]:
+        """Resolution → the latest closed window of each series (for live views).
+
+        Per-broker rollups only with ``brokers``: they hold the same samples as the topic's.
+        """
         with self._lock:
             out: dict[str, list[WindowHistogram]] = {}
-            for (res, _), w in self._latest.items():
-                out.setdefault(res, []).append(w)
+            for (res, series), w in self._latest.items():
+                if brokers or not series.broker:
+                    out.setdefault(res, []).append(w)
             return out
 
     def exposition(self) -> bytes:
         """The whole /metrics body in the Prometheus text format (version 0.0.4)."""
         with self._lock:
             order = sorted(self._lines, key=lambda k: (k[0], exposition.series_key(k[1])))
-            windows = exposition.window_text([self._lines[k] for k in order])
+            windows = exposition.window_text([self._lines[k] for k in order if not k[1].broker])
+            by_broker = sorted(
+                (k for k in self._lines if k[1].broker),
+                key=lambda k: (k[0], k[1].cluster, k[1].topic, k[1].broker, k[1].kind),
+            )
+            if by_broker:
+                windows += exposition.window_text(
+                    [self._lines[k] for k in by_broker], exposition.BROKER_WINDOW_FAMILIES
+                )
             end = exposition.window_end_family(self._window_end)
             counters = StreamCounters(**self._counters)
             rest = [

@@ -551,3 +551,72 @@ def test_scoped_objective_matches_only_its_series(run_rule_tests: RunTests) -> N
             )
         ],
     )
+
+
+def broker_gauge(
+    metric: str, where: dict[str, str], broker: str, values: str, **labels: str
+) -> dict[str, str]:
+    """A stream-job per-broker gauge (``nines_broker_…``): no partition label."""
+    return series(
+        metric, {**where, "broker": broker, "kind": "e2e", "window": "1m", **labels}, values
+    )
+
+
+def test_one_slow_broker_pages_with_its_id(rules: dict[str, Any], run_rule_tests: RunTests) -> None:
+    """Broker 2 on c1 is slow: its alerts name it; its fast peers and a hiccuping c2 do not page."""
+    b2 = {**C1, "broker": "2"}
+    p = {"quantile": "0.999"}
+    run_rule_tests(
+        rules,
+        [
+            case(
+                [
+                    broker_gauge("nines_broker_latency_seconds", C1, "1", "0.004x4", **p),
+                    broker_gauge(
+                        "nines_broker_latency_seconds", C1, "2", "0.004 0.3 3.1 0.004", **p
+                    ),
+                    broker_gauge("nines_broker_latency_max_seconds", C1, "1", "0.01x4"),
+                    broker_gauge("nines_broker_latency_max_seconds", C1, "2", "0.02 0.4 3.2 0.02"),
+                    # another resolution and quantile of broker 1 are not the objective
+                    broker_gauge("nines_broker_latency_seconds", C1, "1", "9x4", window="10s", **p),
+                    broker_gauge("nines_broker_latency_seconds", C1, "1", "9x4", quantile="0.99"),
+                    *hiccup(C1, "0.002x4"),
+                    # c2's broker 3 looks slow while c2's probe paused: suppressed
+                    broker_gauge("nines_broker_latency_seconds", C2, "3", "0.004 5 5 0.004", **p),
+                    broker_gauge("nines_broker_latency_max_seconds", C2, "3", "0.01 6 6 0.01"),
+                    *hiccup(C2, "0.002 6 6 0.002"),
+                ],
+                alert_test("NinesBrokerLatencyQuantileHigh", "0m", []),
+                alert_test(
+                    "NinesBrokerLatencyQuantileHigh",
+                    "1m",
+                    [expected(rules, "NinesBrokerLatencyQuantileHigh", b2, "300ms")],
+                ),
+                alert_test("NinesBrokerLatencyMaxHigh", "1m", []),
+                alert_test(
+                    "NinesBrokerLatencyMaxHigh",
+                    "2m",
+                    [expected(rules, "NinesBrokerLatencyMaxHigh", b2, "3.2s")],
+                ),
+                alert_test("NinesBrokerLatencyQuantileHigh", "3m", []),
+                alert_test("NinesBrokerLatencyMaxHigh", "3m", []),
+            )
+        ],
+    )
+
+
+def test_a_partition_scoped_objective_has_no_broker_alert() -> None:
+    sla = parse_sla(
+        {
+            "objectives": [
+                {"name": "p0", "partition": 0, "quantile": 0.99, "threshold": "10ms"},
+                {"name": "m", "topic": "t", "max": "1s"},
+            ]
+        }
+    )
+    rules = render_rules(sla)
+    broker = [r for g in rules["groups"] for r in g["rules"] if "Broker" in r.get("alert", "")]
+    assert [(r["alert"], r["labels"]["slo"]) for r in broker] == [
+        ("NinesBrokerLatencyMaxHigh", "m")
+    ]
+    assert 'topic="t"' in broker[0]["expr"] and "partition" not in broker[0]["expr"]

@@ -9,7 +9,7 @@ from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
 from core.hdr import HdrLayout, SparseHistogram
-from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
+from core.windows import SeriesKey, WindowHistogram, with_rollups, with_topic_rollups
 from streaming.archive import export_hlog, read_windows, write_windows
 
 LAYOUT = HdrLayout()
@@ -75,3 +75,28 @@ def test_known_good_encoded_histogram_decodes() -> None:
     assert h.get_total_count() == 10_000
     assert h.get_value_at_percentile(50) == h.get_highest_equivalent_value(5000)
     assert h.get_max_value() == h.get_highest_equivalent_value(10_000)
+
+
+def test_broker_rollups_are_archived_and_read_back_only_when_asked(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    cells = [
+        WindowHistogram(
+            "10s", T0, T0 + 10_000_000, SeriesKey("c", "t", p, "e2e", b),
+            SparseHistogram.from_values(LAYOUT, rng.lognormal(7, 1, n).astype(np.int64) + 1),
+            lost=lost,
+        )
+        for p, b, n, lost in (("0", "1", 300, 1), ("0", "3", 200, 2), ("1", "3", 100, 4))
+    ]  # fmt: skip
+    ws = with_rollups(cells)
+    write_windows(tmp_path, 3, ws)
+    plain = read_windows(tmp_path)  # what the report reads: each sample once
+    assert sorted(w.series.partition for w in plain) == ["0", "1"]
+    assert sum(w.hist.total for w in plain) == 600
+    back = {w.series.broker: w for w in read_windows(tmp_path, brokers=True) if w.series.broker}
+    assert set(back) == {"1", "3"}
+    for w in ws:
+        if w.series.is_broker:
+            b = back[w.series.broker]
+            assert b.series == w.series and b.lost == w.lost
+            assert np.array_equal(b.hist.count, w.hist.count) and b.hist.max_us == w.hist.max_us
+    assert (back["3"].hist.total, back["3"].lost) == (300, 6)

@@ -11,7 +11,12 @@ import pytest
 import dashboards
 
 ROOT = Path(__file__).parents[3]
-QUANTILE_SERIES = ("nines_latency_seconds", "nines_latency_max_seconds")
+QUANTILE_SERIES = (
+    "nines_latency_seconds",
+    "nines_latency_max_seconds",
+    "nines_broker_latency_seconds",
+    "nines_broker_latency_max_seconds",
+)
 FORBIDDEN = (
     r"\bavg\s*(by|without)?\s*\(",
     r"\bavg_over_time\b",
@@ -50,6 +55,7 @@ def averaging_problems(expr: str) -> list[str]:
         'sum by (topic) (nines_latency_seconds{quantile="0.99"})',
         "quantile_over_time(0.99, nines_latency_max_seconds[5m])",
         'rate(nines_latency_max_seconds{window="1m"}[5m])',
+        'sum by (cluster) (nines_broker_latency_seconds{quantile="0.999"})',
     ],
 )
 def test_checker_catches_averaged_quantiles(bad: str) -> None:

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 
 from core.hdr import HdrLayout, SparseHistogram
-from core.windows import merge_all, with_topic_rollups
+from core.windows import SeriesKey, merge_all, with_rollups, with_topic_rollups
 from streaming.closed import closed_windows
 
 LAYOUT = HdrLayout()
@@ -137,3 +137,50 @@ def test_overflow_adds_up_over_several_windows_of_one_series_in_one_batch() -> N
     )
     assert len({w.window_start_us for w in windows if w.resolution == "10s"}) == 3
     assert counters.overflow == {next(iter(counters.overflow)): 3}
+
+
+def test_rows_with_leaders_become_cells_that_roll_up_to_the_same_partition_series() -> None:
+    rng = np.random.default_rng(5)
+    samples = [
+        (T0 + int(rng.integers(0, 60_000_000)), str(int(rng.integers(0, 2))),
+         int(rng.lognormal(8, 1.5)) + 1, bool(rng.random() < 0.02))
+        for _ in range(2000)
+    ]  # fmt: skip
+    samples.append((T0 + 2, "0", 7_200_000_000, False))  # overflow: counted per partition series
+    # partition 0 is led by broker 1 for the first 25 s, then by broker 3; partition 1 by 2
+    leader = lambda t, p: "2" if p == "1" else ("1" if t < T0 + 25_000_000 else "3")  # noqa: E731
+    with_broker: list[dict[str, object]] = []
+    for b in "123":
+        mine = [s for s in samples if leader(s[0], s[1]) == b]
+        with_broker += [{**r, "broker": b} for r in aggregate(mine)]
+    plain, _ = closed_windows(pa.Table.from_pylist(aggregate(samples), SCHEMA), LAYOUT, RES)
+    table = pa.Table.from_pylist(with_broker, SCHEMA.append(pa.field("broker", pa.string())))
+    cells, counters = closed_windows(table, LAYOUT, RES)
+
+    assert all(w.series.is_cell for w in cells)
+    assert {w.series.broker for w in cells if w.series.partition == "0"} == {"1", "3"}
+    assert counters.overflow == {SeriesKey("c", "t", "0", "e2e"): 1}
+    assert sum(counters.echoes.values()) == len(samples)
+    rolled = with_rollups(cells)
+    expect = with_topic_rollups(plain)
+    key = lambda w: w.sort_key  # noqa: E731
+    parts = sorted((w for w in rolled if not w.series.broker), key=key)
+    assert [w.sort_key for w in parts] == [w.sort_key for w in sorted(expect, key=key)]
+    for a, b in zip(parts, sorted(expect, key=key), strict=True):
+        assert np.array_equal(a.hist.index, b.hist.index)
+        assert np.array_equal(a.hist.count, b.hist.count)
+        assert (a.hist.max_us, a.hist.sum_us, a.lost) == (b.hist.max_us, b.hist.sum_us, b.lost)
+    for w in rolled:
+        if not w.series.is_broker:
+            continue
+        mine = [
+            (v, lost)
+            for t, p, v, lost in samples
+            if leader(t, p) == w.series.broker and w.window_start_us <= t < w.window_end_us
+        ]
+        ref = SparseHistogram.from_values(LAYOUT, [v for v, _ in mine])
+        assert np.array_equal(w.hist.count, ref.count) and w.hist.max_us == ref.max_us
+        assert w.lost == sum(lost for _, lost in mine)
+    minute = {w.series.broker: w for w in rolled if w.series.is_broker and w.resolution == "1m"}
+    assert set(minute) == {"1", "2", "3"}
+    assert sum(w.hist.total for w in minute.values()) == len(samples)

@@ -34,6 +34,7 @@ def source_row(draw: Any) -> dict[str, Any]:
         "cluster": draw(st.sampled_from(["a", "b"])) if rtype != "bad" else None,
         "topic": draw(st.sampled_from(["t1", "t2"])) if rtype != "bad" else None,
         "partition": draw(st.integers(0, 3)) if rtype in ("echo", "data_loss") else None,
+        "leader": draw(st.none() | st.integers(-1, 3)) if rtype == "echo" else None,
         "intended_us": intended,
         "sent_us": intended + draw(st.integers(0, 1000)),
         "acked_us": None,
@@ -65,6 +66,8 @@ def reference(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[int]]:
     def add(
         row: dict[str, Any], kind: int, value: int, lost: int, partition: Any, span_list: list[int]
     ) -> None:
+        leader = row["leader"] if row["leader"] is not None else -1
+        leader = leader if row["rtype"] == "echo" else -2
         for span in span_list:
             end = row["event_us"] - row["event_us"] % span + span
             bucket = int(LAYOUT.index_of([value])[0])
@@ -74,6 +77,7 @@ def reference(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[int]]:
                 row["cluster"],
                 row["topic"],
                 partition,
+                leader,
                 kind,
                 row["reason"] if kind >= 10 else None,
                 bucket,

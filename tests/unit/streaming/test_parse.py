@@ -103,6 +103,7 @@ def reference(raw: bytes) -> dict[str, Any]:
             "rtype": "hiccup",
             "cluster": rec.cluster,
             "topic": "",
+            "leader": None,
             "intended_us": rec.start_us,
             "max_us": rec.max_us,
         }
@@ -112,6 +113,7 @@ def reference(raw: bytes) -> dict[str, Any]:
         "cluster": rec.cluster,
         "topic": rec.topic,
         "partition": rec.partition,
+        "leader": rec.leader,  # the send-time leader: the stream job's per-broker key
         "intended_us": rec.intended_us,
         "sent_us": rec.sent_us,
         "acked_us": rec.acked_us,
