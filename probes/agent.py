@@ -62,6 +62,7 @@ class ProbeAgent:
             config.topic,
             config.size,
             int(config.loss_timeout * 1e6),
+            config.system,
         )
         #: Guards the tracker and the planner's leaders, shared by all the probe's threads.
         self._lock = threading.Lock()
@@ -105,9 +106,9 @@ class ProbeAgent:
         """Connect, check the topic, and start probing."""
         cfg = self.config
         if self._transport is None:
-            from probes.kafka import KafkaTransport
+            from probes.transport import open_transport
 
-            self._transport = KafkaTransport(cfg)
+            self._transport = open_transport(cfg)
         transport = self._transport
         self.planner.discover(transport)
         if self._echo_sink is None:
