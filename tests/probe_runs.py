@@ -334,3 +334,51 @@ def check_ctrl_z(
     assert over > 50 * max(naive_over, 1)
     print("\n" + line)
     return line
+
+
+class ClosedLoop:
+    """The naive closed loop over any transport: send one message, wait for it to come back,
+    time it from the *actual* send, send the next (``probes.naive.NaiveProber``'s loop, for
+    every system). Its own topic keeps it out of the probe's (a RabbitMQ queue is shared)."""
+
+    def __init__(self, transport: Any, interval_s: float) -> None:
+        import threading
+
+        self.transport, self.interval_s = transport, interval_s
+        self.latencies_us: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="closed-loop", daemon=True)
+
+    def start(self) -> ClosedLoop:
+        self.transport.discover()
+        self.transport.open_receiver([0])
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        import uuid
+
+        seq = 0
+        while not self._stop.is_set():
+            token = uuid.uuid4().bytes
+            started = time.monotonic_ns()
+            self.transport.send(0, seq, token, lambda *_: None)
+            seq += 1
+            while not self._stop.is_set():
+                self.transport.serve_reports(0)
+                got = self.transport.receive(0.05)
+                if got is not None and token in list(got):
+                    break
+            else:
+                return
+            elapsed_us = (time.monotonic_ns() - started) // 1000
+            self.latencies_us.append(elapsed_us)
+            time.sleep(max(0.0, self.interval_s - elapsed_us / 1e6))
+
+    def stop(self) -> list[int]:
+        """Stop and return the measured latencies (µs)."""
+        self._stop.set()
+        self._thread.join(5)
+        self.transport.close_receiver()
+        self.transport.release()
+        return self.latencies_us
