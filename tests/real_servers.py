@@ -21,6 +21,12 @@ from real_components import require_tool
 INSTALL = "apt-get install nats-server redis-server rabbitmq-server, or `make system-test-deps`"
 
 
+def find_server(name: str) -> str:
+    """The server's executable: Debian puts some in /usr/sbin, off a user's PATH."""
+    path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+    return shutil.which(name, path=path) or require_tool(name, INSTALL)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -120,7 +126,7 @@ class NatsServer(Server):
         return f"nats://127.0.0.1:{self.port}"
 
     def argv(self) -> list[str]:
-        binary = require_tool("nats-server", INSTALL)
+        binary = find_server("nats-server")
         store = self.tmp / "jetstream"
         return [binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(store)]
 
@@ -146,7 +152,7 @@ class RedisServer(Server):
         return f"redis://127.0.0.1:{self.port}/0"
 
     def argv(self) -> list[str]:
-        binary = require_tool("redis-server", INSTALL)
+        binary = find_server("redis-server")
         return [
             binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
             "--appendonly", "no", "--dir", str(self.tmp),
@@ -172,7 +178,7 @@ class RabbitServer(Server):
         return f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
 
     def argv(self) -> list[str]:
-        require_tool("rabbitmq-server", INSTALL)
+        find_server("rabbitmq-server")
         # the package's /usr/sbin wrapper re-runs it as user rabbitmq; this is the script itself
         return ["/usr/lib/rabbitmq/bin/rabbitmq-server"]
 
