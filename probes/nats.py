@@ -9,15 +9,17 @@ JetStream needs a stream that captures it (found by subject, never created here)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import threading
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 from core.config import ConfigError, redact_url
 from probes.config import ProbeConfig
-from probes.transport import NO_ACK, SINGLE, Layout, Outbox, Outgoing, drain
+from probes.transport import NO_ACK, SINGLE, Layout, Outbox, Outgoing, Warnings, drain
 
 log = logging.getLogger("nines.probe")
 
@@ -37,6 +39,7 @@ class NatsTransport:
         self.jetstream = config.nats_jetstream
         self.ack_timeout_s = config.loss_timeout
         self._outbox = Outbox(config.send_queue())
+        self._warn = Warnings()
         self._arrivals: queue.Queue[bytes] = queue.Queue(MAX_ARRIVALS)
         #: Arrivals dropped because the receiver thread fell ``MAX_ARRIVALS`` behind.
         self.arrivals_dropped = 0
@@ -56,11 +59,18 @@ class NatsTransport:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout_s)
 
     async def _error(self, exc: Exception) -> None:
-        log.warning("nats %s: %s: %s", redact_url(self.url), type(exc).__name__, exc)
+        self._warn(f"nats {redact_url(self.url)}: {type(exc).__name__}: {exc}")
 
     async def _connect(self) -> None:
         import nats
 
+        # nats-py retries its first connection for ever when reconnects are unlimited: check
+        # that the server answers at all, so that a wrong URL is an error now
+        url = urlsplit(self.url)
+        _, writer = await asyncio.wait_for(
+            asyncio.open_connection(url.hostname, url.port or 4222), CONNECT_TIMEOUT_S
+        )
+        writer.close()
         self._nc = await nats.connect(
             servers=[self.url],
             connect_timeout=CONNECT_TIMEOUT_S,
@@ -182,12 +192,17 @@ class NatsTransport:
 
     def release(self) -> None:
         """Close the connection and end the loop thread."""
-        if self._nc is not None:
-            try:
-                self._call(self._nc.close(), 2.0)
-            except Exception as exc:
-                log.warning("nats: close failed: %s", type(exc).__name__)
-        if self._pump is not None:
-            self._loop.call_soon_threadsafe(self._pump.cancel)
+        try:
+            self._call(self._close(), 3.0)
+        except Exception as exc:
+            log.warning("nats: close failed: %s", type(exc).__name__)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(2.0)
+
+    async def _close(self) -> None:
+        if self._pump is not None:
+            self._pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump
+        if self._nc is not None:
+            await self._nc.close()

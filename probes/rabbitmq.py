@@ -22,7 +22,7 @@ from typing import Any
 
 from core.config import ConfigError, redact_url
 from probes.config import ProbeConfig
-from probes.transport import SINGLE, Layout, Outbox
+from probes.transport import SINGLE, Layout, Outbox, Warnings
 
 log = logging.getLogger("nines.probe")
 
@@ -39,6 +39,10 @@ class RabbitTransport:
     def __init__(self, config: ProbeConfig) -> None:
         self.url, self.queue = config.bootstrap, config.topic
         self._outbox = Outbox(config.send_queue())
+        self._warn = Warnings()
+        # pika logs every failed connection attempt as an ERROR with a traceback; ours is one
+        # line per WARN interval (``Warnings``)
+        logging.getLogger("pika").setLevel(logging.CRITICAL)
         self._stopping = threading.Event()
         self._sender = threading.Thread(target=self._send_loop, name="nines-amqp-send", daemon=True)
         self._rx: Any = None
@@ -110,7 +114,7 @@ class RabbitTransport:
                     ch = conn.channel()
                     ch.confirm_delivery()
                 except px.AMQPError as exc:
-                    log.warning("rabbitmq %s: %s", redact_url(self.url), type(exc).__name__)
+                    self._warn(f"rabbitmq {redact_url(self.url)}: {type(exc).__name__}")
                     conn = None
                     time.sleep(RETRY_WAIT_S)
                     continue
@@ -130,7 +134,7 @@ class RabbitTransport:
                     # the connection (or channel) is gone: the rest of the batch is not sent
                     for rest in items[i:]:
                         self._outbox.report(rest, type(exc).__name__)
-                    log.warning("rabbitmq %s: %s", redact_url(self.url), type(exc).__name__)
+                    self._warn(f"rabbitmq {redact_url(self.url)}: {type(exc).__name__}")
                     if conn.is_open:
                         conn.close()
                     conn = None
@@ -151,7 +155,7 @@ class RabbitTransport:
                 self._open_rx()
             self._rx.process_data_events(time_limit=timeout_s)
         except px.AMQPError as exc:
-            log.warning("rabbitmq %s: %s", redact_url(self.url), type(exc).__name__)
+            self._warn(f"rabbitmq {redact_url(self.url)}: {type(exc).__name__}")
             self._rx = None
             time.sleep(timeout_s)
         if not self._arrived:

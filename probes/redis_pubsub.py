@@ -17,7 +17,7 @@ from typing import Any
 
 from core.config import ConfigError, redact_url
 from probes.config import ProbeConfig
-from probes.transport import NO_ACK, SINGLE, Layout, Outbox
+from probes.transport import NO_ACK, SINGLE, Layout, Outbox, Warnings
 
 log = logging.getLogger("nines.probe")
 
@@ -40,6 +40,7 @@ class RedisTransport:
         #: Bound of the stream (approximate MAXLEN): a loss timeout's worth of messages.
         self.max_len = config.send_queue()
         self._outbox = Outbox(config.send_queue())
+        self._warn = Warnings()
         self._stopping = threading.Event()
         self._sender = threading.Thread(
             target=self._send_loop, name="nines-redis-send", daemon=True
@@ -136,7 +137,7 @@ class RedisTransport:
                 return self._read_stream(timeout_s)
             return self._read_channel(timeout_s)
         except redis.RedisError as exc:
-            log.warning("redis %s: %s", redact_url(self.url), type(exc).__name__)
+            self._warn(f"redis {redact_url(self.url)}: {type(exc).__name__}")
             if self._pubsub is not None:
                 self._pubsub.close()
                 self._pubsub = None

@@ -8,13 +8,17 @@ the echo publisher), whatever the probed broker is.
 
 from __future__ import annotations
 
+import logging
 import queue
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
 if TYPE_CHECKING:
     from probes.config import ProbeConfig
+
+log = logging.getLogger("nines.probe")
 
 #: A delivery report, ``(partition, seq, error)``: error None when the broker acknowledged the
 #: message, ``NO_ACK`` when it took it but acknowledges nothing, else the error's name (e.g.
@@ -183,3 +187,22 @@ def drain(arrivals: queue.Queue[bytes], timeout_s: float, most: int = 1000) -> l
         except queue.Empty:
             break
     return out
+
+
+class Warnings:
+    """A transport's connection trouble, logged at most once per ``every_s`` with a count of the
+    rest: a server that is away for minutes yields a few lines, not one per retry."""
+
+    def __init__(self, every_s: float = 10.0) -> None:
+        self.every_s = every_s
+        self._last = -float("inf")
+        self._quiet = 0
+
+    def __call__(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self._last < self.every_s:
+            self._quiet += 1
+            return
+        more = f" (and {self._quiet} more in the last {self.every_s:g} s)" if self._quiet else ""
+        log.warning("%s%s", message, more)
+        self._last, self._quiet = now, 0

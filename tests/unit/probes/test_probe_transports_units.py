@@ -169,3 +169,23 @@ def test_an_unknown_or_mistyped_system_is_a_bad_echo(value: bytes, reason: str) 
     with pytest.raises(BadEcho) as exc:
         decode_record(raw)
     assert exc.value.reason == reason
+
+
+@pytest.mark.parametrize("scheme", ["nats://", "redis://", "amqp://probe:hunter2@"])
+def test_an_unreachable_server_is_a_config_error_at_once(scheme: str) -> None:
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t = open_transport(probe_config(bootstrap=f"{scheme}127.0.0.1:{port}", echo_bootstrap=ECHO))
+    started = time.monotonic()
+    try:
+        with pytest.raises(ConfigError) as exc:
+            t.discover()
+    finally:
+        t.release()
+    assert str(exc.value).startswith("probe.bootstrap: cannot "), exc.value
+    assert "hunter2" not in str(exc.value)
+    assert time.monotonic() - started < 5  # not after retrying for ever
