@@ -122,7 +122,7 @@ def test_server_restart_counts_the_outage_and_recovers(
     time.sleep(1)
     server.start()
     t_up = agent.clock.now_us()  # ...until here
-    # RabbitMQ's sender drains the backlog of the outage one confirm at a time: give it room
+    # room for the backlog of the outage to drain (RabbitMQ's is seconds long)
     time.sleep(6)
     agent.stop()
     stats = agent.stats()["partitions"][0]
