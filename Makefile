@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-## Test-only system packages: real Prometheus, promtool and Alertmanager for the e2e tests.
+## Test-only system packages: real Prometheus, promtool and Alertmanager for the e2e tests;
+## nats-server, redis-server and rabbitmq-server for the probe's transport tests.
 ## Under CI (CI=true) a failed install fails the run: the tests they back must never skip there.
 system-test-deps:
 	@if ! command -v promtool >/dev/null || ! command -v prometheus-alertmanager >/dev/null; then \
@@ -26,6 +27,14 @@ system-test-deps:
 	           else echo "warning: could not install prometheus/alertmanager; e2e tests will be skipped"; fi; }; \
 	  elif [ "$$CI" = true ]; then echo "error: CI needs prometheus and prometheus-alertmanager (run as root)"; exit 1; \
 	  else echo "warning: not root; install prometheus and prometheus-alertmanager for the e2e tests"; fi; \
+	fi
+	@if ! command -v nats-server >/dev/null || ! command -v redis-server >/dev/null || ! command -v rabbitmq-server >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server redis-server rabbitmq-server >/dev/null) \
+	      || { if [ "$$CI" = true ]; then echo "error: could not install nats-server/redis-server/rabbitmq-server (CI needs them)"; exit 1; \
+	           else echo "warning: could not install nats-server/redis-server/rabbitmq-server; their probe tests will be skipped"; fi; }; \
+	  elif [ "$$CI" = true ]; then echo "error: CI needs nats-server, redis-server and rabbitmq-server (run as root)"; exit 1; \
+	  else echo "warning: not root; install nats-server, redis-server and rabbitmq-server for the probe transport tests"; fi; \
 	fi
 
 demo: setup

@@ -21,6 +21,8 @@ M = TypeVar("M", bound=BaseModel)
 SECRET_NAME = re.compile(r"pass|secret|token|credential|private|key|jaas|sasl|auth|cert", re.I)
 #: Sections that pass client settings through (librdkafka's): no value of theirs is ever shown.
 CLIENT_SECTIONS = frozenset({"kafka"})
+#: The password of a URL's user info (``amqp://user:PASSWORD@host``).
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
 #: A quoted value in a client library's error (librdkafka: ``Invalid value "hunter2" for …``).
 _QUOTED_VALUE = re.compile(r'(?i)(value\s*)"[^"]*"')
 
@@ -84,7 +86,7 @@ def build(
             msg = "unknown key"
         got = err.get("input")
         shown = (
-            f" (got {got!r})"
+            f" (got {redact_url(repr(got))})"
             if err["type"] != "extra_forbidden"
             and got is not None
             and repr(got) not in msg
@@ -102,6 +104,11 @@ def is_secret_path(where: str) -> bool:
     """Whether a dotted config path may hold a secret: client settings or a secret-named key."""
     parts = where.split(".")
     return bool(CLIENT_SECTIONS & set(parts)) or any(SECRET_NAME.search(p) for p in parts)
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the password of every URL in it hidden (the user and host name the fix)."""
+    return _URL_PASSWORD.sub(r"\1<redacted>@", text)
 
 
 def redact(text: str) -> str:

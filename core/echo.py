@@ -26,6 +26,7 @@ BadReason = Literal[
     "not_json",
     "version",
     "type",
+    "system",  # an unknown ``system`` (not one of SYSTEMS)
     "missing_field",
     "bad_type",
     "negative",
@@ -40,6 +41,11 @@ BadReason = Literal[
     "not_object",  # valid JSON, but not an object
     "future",  # event time too far ahead of the Kafka record's timestamp (streaming only)
 ]
+#: The probed systems an echo may name; absent means ``kafka`` (echoes written before the field).
+System = Literal["kafka", "nats", "redis", "rabbitmq"]
+SYSTEMS: Final[tuple[str, ...]] = get_args(System)
+DEFAULT_SYSTEM: Final = "kafka"
+
 #: Every reason a record is counted bad, in the order they are documented (docs/echo-format.md).
 BAD_REASONS: Final[tuple[str, ...]] = get_args(BadReason)
 
@@ -90,6 +96,8 @@ class Echo:
     timeout_us: int | None = None
     v: int = SCHEMA_VERSION
     type: str = "echo"
+    #: The kind of broker probed (``SYSTEMS``); only a non-Kafka one is written out.
+    system: str = DEFAULT_SYSTEM
 
     def latency_us(self, kind: str) -> int | None:
         """The latency of one kind (``LATENCY_SPANS``); None when its end was never reached."""
@@ -148,7 +156,11 @@ def encode_record(record: Echo | Hiccup) -> bytes:
     per-message budget; this costs 3.5 µs.
     """
     names = _FIELD_NAMES[type(record)]
-    return _ENCODER.encode({name: getattr(record, name) for name in names}).encode()
+    obj = {name: getattr(record, name) for name in names}
+    if obj.get("system") == DEFAULT_SYSTEM:
+        # absent means kafka: a Kafka probe's echoes stay byte for byte what they were
+        del obj["system"]
+    return _ENCODER.encode(obj).encode()
 
 
 def _int(obj: dict[str, Any], name: str, *, nullable: bool = False, minimum: int = 0) -> int | None:
@@ -295,6 +307,11 @@ def decode_record(data: bytes | str | None) -> Echo | Hiccup:
     intended, sent = _time(obj, "intended_us"), _time(obj, "sent_us")
     acked = _time(obj, "acked_us", nullable=True)
     received = _time(obj, "received_us", nullable=True)
+    system = obj.get("system", DEFAULT_SYSTEM)
+    if not isinstance(system, str):
+        raise BadEcho("bad_type", "system must be a string")
+    if system not in SYSTEMS:
+        raise BadEcho("system", _brief(system))
     lost = obj.get("lost", False)
     if not isinstance(lost, bool):
         raise BadEcho("bad_type", "lost must be a boolean")
@@ -321,4 +338,5 @@ def decode_record(data: bytes | str | None) -> Echo | Hiccup:
         received_us=received,
         lost=lost,
         timeout_us=timeout,
+        system=system,
     )

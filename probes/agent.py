@@ -65,6 +65,7 @@ class ProbeAgent:
             config.topic,
             config.size,
             int(config.loss_timeout * 1e6),
+            config.system,
         )
         #: Guards the tracker and the planner's leaders, shared by all the probe's threads.
         self._lock = threading.Lock()
@@ -111,10 +112,11 @@ class ProbeAgent:
         """Connect, check the topic, and start probing."""
         cfg = self.config
         if self._transport is None:
-            from probes.kafka import KafkaTransport, topic_admins
+            from probes.kafka import topic_admins
+            from probes.transport import open_transport
 
-            self._transport = KafkaTransport(cfg)
-            if self._admin is None:
+            self._transport = open_transport(cfg)
+            if self._admin is None and cfg.system == "kafka":
                 self._admin = topic_admins(cfg)
         transport = self._transport
         if cfg.manage_topic:

@@ -8,6 +8,8 @@ import logging
 EXAMPLES = """examples:
   nines probe --bootstrap kafka:9092 --cluster prod
   nines probe --bootstrap kafka:9092 --echo-bootstrap monitoring:9092 --rate 200 --size 1KiB
+  nines probe --bootstrap nats://nats:4222 --nats-jetstream --echo-bootstrap monitoring:9092
+  nines probe --bootstrap redis://redis:6379 --redis-streams --echo-bootstrap monitoring:9092
   nines probe --config nines.yaml            # YAML section `probe:`; flags win over the file
 """
 
@@ -26,7 +28,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--config", help="YAML file; its `probe:` section")
-    p.add_argument("--bootstrap", help="target cluster bootstrap servers")
+    p.add_argument(
+        "--bootstrap",
+        help="target: Kafka host:port list, or nats://host:4222, redis://host:6379, "
+        "amqp://user:pass@host:5672/vhost (RabbitMQ)",
+    )
+    p.add_argument(
+        "--nats-jetstream",
+        action="store_true",
+        default=None,
+        help="nats:// only: publish through JetStream (its PubAck is the ack)",
+    )
+    p.add_argument(
+        "--redis-streams",
+        action="store_true",
+        default=None,
+        help="redis:// only: a stream (XADD's reply is the ack) instead of pub/sub",
+    )
     p.add_argument("--echo-bootstrap", help="cluster for echo records (default: --bootstrap)")
     p.add_argument("--topic", help="probe topic (default nines.probe)")
     p.add_argument("--echo-topic", help="echo topic (default nines.echoes)")
@@ -83,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
         "metrics_port": args.metrics_port,
         "manage_topic": args.manage_topic,
         "rebalance": args.rebalance,
+        "nats_jetstream": args.nats_jetstream,
+        "redis_streams": args.redis_streams,
     }
     if not values.get("bootstrap") and not args.bootstrap:
         raise ConfigError("probe.bootstrap: required (--bootstrap or `probe: bootstrap:`)")

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from core.config import StageConfig, kafka_topic_name, resolve_secrets, tcp_port
+from core.config import StageConfig, kafka_topic_name, redact_url, resolve_secrets, tcp_port
 from core.units import parse_duration_s, parse_rate, parse_size_bytes
 
 #: Bytes of the probe header inside every payload (see probes.payload).
@@ -17,6 +17,37 @@ HEADER_BYTES = 64
 #: Hard limits: a monitor must never become the load on the system it watches.
 MAX_SIZE_BYTES = 1024 * 1024
 MAX_TOTAL_RATE = 20_000.0
+
+
+#: ``--bootstrap`` URL scheme → the system probed; a plain ``host:port`` list is Kafka.
+SCHEMES: dict[str, str] = {"nats": "nats", "redis": "redis", "amqp": "rabbitmq"}
+#: Messages a non-Kafka transport holds for its client thread: ``rate × loss_timeout``, within.
+MIN_SEND_QUEUE, MAX_SEND_QUEUE = 10_000, 1_000_000
+
+
+def system_of(bootstrap: str) -> str:
+    """The system a ``--bootstrap`` value names: its URL scheme's, or ``kafka`` without one."""
+    scheme, sep, _ = bootstrap.partition("://")
+    return SCHEMES.get(scheme.lower(), "?") if sep else "kafka"
+
+
+def _check_url(url: str) -> str:
+    """A nats://, redis:// or amqp:// URL with a host and a valid port; the error hides secrets."""
+    from urllib.parse import urlsplit
+
+    shown = redact_url(url)
+    if system_of(url) == "?":
+        raise ValueError(
+            f"unknown scheme in {shown}: use nats://, redis://, amqp:// or a Kafka host:port list"
+        )
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises on a port that is not a number in 0-65535)
+    except ValueError:
+        raise ValueError(f"bad URL {shown}: its port must be a number in 0-65535") from None
+    if not parts.hostname:
+        raise ValueError(f"bad URL {shown}: no host")
+    return url
 
 
 def _default_probe_id() -> str:
@@ -27,7 +58,7 @@ class ProbeConfig(StageConfig):
     """Where to probe, how fast, and how long to wait before a message counts as lost."""
 
     bootstrap: str
-    echo_bootstrap: str | None = None
+    echo_bootstrap: str | None = Field(default=None, validate_default=True)
     topic: str = "nines.probe"
     echo_topic: str = "nines.echoes"
     rate: float = 100.0
@@ -52,6 +83,24 @@ class ProbeConfig(StageConfig):
     #: Replicas of what management creates; None: 3 (at most the brokers), or the topic's own.
     replication_factor: int | None = Field(default=None, ge=1, le=32)
     manage_interval: float = 60.0
+    #: nats:// only: publish through JetStream (the PubAck is the ack) instead of core NATS
+    nats_jetstream: bool = False
+    #: redis:// only: XADD/XREAD on a stream (the XADD reply is the ack) instead of pub/sub
+    redis_streams: bool = False
+
+    @field_validator("bootstrap")
+    @classmethod
+    def _bootstrap(cls, v: str) -> str:
+        return _check_url(v) if "://" in v else v
+
+    @property
+    def system(self) -> str:
+        """The kind of broker probed (``core.echo.SYSTEMS``), from the ``bootstrap`` scheme."""
+        return system_of(self.bootstrap)
+
+    def send_queue(self) -> int:
+        """Bound of a non-Kafka transport's send queue: a loss timeout's worth of messages."""
+        return min(max(MIN_SEND_QUEUE, int(self.rate * self.loss_timeout)), MAX_SEND_QUEUE)
 
     @field_validator("rate", mode="before")
     @classmethod
@@ -105,6 +154,15 @@ class ProbeConfig(StageConfig):
     def _port(cls, v: int) -> int:
         return tcp_port(v, zero="disables")
 
+    @field_validator("manage_topic")
+    @classmethod
+    def _manage_kafka(cls, v: bool, info: ValidationInfo) -> bool:
+        if v and system_of(info.data.get("bootstrap", "")) != "kafka":
+            raise ValueError(
+                "Kafka only: other systems' subjects, channels and queues are not managed"
+            )
+        return v
+
     @field_validator("rebalance")
     @classmethod
     def _rebalance(cls, v: bool, info: ValidationInfo) -> bool:
@@ -112,6 +170,27 @@ class ProbeConfig(StageConfig):
             raise ValueError(
                 "needs manage_topic (--manage-topic): it only rebalances what it manages"
             )
+        return v
+
+    @field_validator("echo_bootstrap")
+    @classmethod
+    def _echo_bootstrap(cls, v: str | None, info: ValidationInfo) -> str | None:
+        system = system_of(info.data.get("bootstrap", ""))
+        if v is None and system != "kafka":
+            raise ValueError(
+                f"required when probing {system}: echo records go to a Kafka cluster "
+                "(--echo-bootstrap host:port)"
+            )
+        if v is not None and "://" in v:
+            raise ValueError("must be a Kafka host:port list: echo records go to Kafka")
+        return v
+
+    @field_validator("nats_jetstream", "redis_streams")
+    @classmethod
+    def _needs_scheme(cls, v: bool, info: ValidationInfo) -> bool:
+        scheme = str(info.field_name).partition("_")[0]
+        if v and system_of(info.data.get("bootstrap", "")) != SCHEMES[scheme]:
+            raise ValueError(f"needs a {scheme}:// bootstrap URL")
         return v
 
     @model_validator(mode="after")

@@ -16,7 +16,7 @@ from probes.clock import ProbeClock
 from probes.payload import encode
 from probes.schedule import Schedule
 from probes.tracker import Tracker
-from probes.transport import Transport
+from probes.transport import NO_ACK, Transport
 
 #: Longest nap of the sender before a message is due, and its wait on a full queue (seconds).
 MAX_NAP_US = 5_000
@@ -94,6 +94,8 @@ class ProbeProducer:
         with self.lock:
             if error is None:
                 echo = self.tracker.acked(partition, seq, now)
+            elif error == NO_ACK:
+                echo = self.tracker.handed_over(partition, seq)
             else:
                 echo = self.tracker.send_failed(partition, seq, error)
         if echo is not None:

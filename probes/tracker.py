@@ -130,9 +130,16 @@ class Tracker:
     """Messages in flight, keyed (partition, seq), in send order."""
 
     def __init__(
-        self, probe: str, cluster: str, topic: str, size: int, loss_timeout_us: int
+        self,
+        probe: str,
+        cluster: str,
+        topic: str,
+        size: int,
+        loss_timeout_us: int,
+        system: str = "kafka",
     ) -> None:
         self.probe, self.cluster, self.topic, self.size = probe, cluster, topic, size
+        self.system = system
         self.loss_timeout_us = loss_timeout_us
         #: Every sent message without an echo yet (including ``held`` ones).
         self.in_flight: dict[tuple[int, int], InFlight] = {}
@@ -159,6 +166,11 @@ class Tracker:
         """The broker acknowledged the message; its echo if it was already received."""
         self._p(partition).acked += 1
         return self._reported(partition, seq, acked_us)
+
+    def handed_over(self, partition: int, seq: int) -> Echo | None:
+        """The broker took the message but acknowledges nothing (core NATS, Redis pub/sub):
+        reported without ``acked_us``, so its publish latency is absent rather than invented."""
+        return self._reported(partition, seq, None)
 
     def send_failed(self, partition: int, seq: int, error: str) -> Echo | None:
         """A produce failed for good; the echo of a message that came back anyway.
@@ -264,4 +276,5 @@ class Tracker:
             received_us=received_us,
             lost=lost,
             timeout_us=self.loss_timeout_us if lost else None,
+            system=self.system,
         )

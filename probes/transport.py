@@ -8,13 +8,25 @@ the echo publisher), whatever the probed broker is.
 
 from __future__ import annotations
 
+import logging
+import queue
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Final, Protocol
+
+if TYPE_CHECKING:
+    from probes.config import ProbeConfig
+
+log = logging.getLogger("nines.probe")
 
 #: A delivery report, ``(partition, seq, error)``: error None when the broker acknowledged the
-#: message, else the error's name (e.g. ``_MSG_TIMED_OUT``).
+#: message, ``NO_ACK`` when it took it but acknowledges nothing, else the error's name (e.g.
+#: ``_MSG_TIMED_OUT``).
 AckReport = Callable[[int, int, str | None], None]
+#: The report of a broker without a publish ack (core NATS, Redis pub/sub): the message was
+#: handed over, and its publish latency is absent (never the hand-over time passed off as an ack).
+NO_ACK: Final = "_NO_ACK"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,3 +84,125 @@ class Transport(Protocol):
     def release(self) -> None:
         """Drop the clients now rather than at the next garbage collection (no thread uses them)."""
         ...
+
+
+#: The one-broker layout of a system without partitions (NATS, Redis, RabbitMQ): partition 0,
+#: led by "broker" 0 (the server the URL names).
+SINGLE = Layout({0: 0}, frozenset({0}))
+
+
+def open_transport(config: ProbeConfig) -> Transport:
+    """The transport of the system ``--bootstrap`` names (its URL scheme; none: Kafka)."""
+    system = config.system
+    if system == "nats":
+        from probes.nats import NatsTransport
+
+        return NatsTransport(config)
+    if system == "redis":
+        from probes.redis_pubsub import RedisTransport
+
+        return RedisTransport(config)
+    if system == "rabbitmq":
+        from probes.rabbitmq import RabbitTransport
+
+        return RabbitTransport(config)
+    from probes.kafka import KafkaTransport
+
+    return KafkaTransport(config)
+
+
+#: A message waiting for the client thread: partition, seq, payload and its report.
+Outgoing = tuple[int, int, bytes, AckReport]
+
+
+class Outbox:
+    """The hand-off between the probe's threads and a client that runs on a thread of its own.
+
+    ``put`` (the sender) raises BufferError when ``capacity`` messages wait, as librdkafka's
+    queue does; the client thread ``take``s them and files each outcome with ``report``;
+    ``serve`` (the delivery-report thread) runs the reports. Reports are bounded too: one per
+    message taken, and the client takes at most ``capacity`` at a time.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._todo: queue.Queue[Outgoing] = queue.Queue(capacity)
+        self._reports: queue.SimpleQueue[tuple[AckReport, int, int, str | None]] = (
+            queue.SimpleQueue()
+        )
+
+    def put(self, item: Outgoing) -> None:
+        """Queue one message; BufferError when full (the sender waits and tries again)."""
+        try:
+            self._todo.put_nowait(item)
+        except queue.Full:
+            raise BufferError(f"send queue full ({self.capacity} messages)") from None
+
+    def empty(self) -> bool:
+        """Nothing waits to be sent."""
+        return self._todo.empty()
+
+    def take(self, timeout_s: float, most: int = 1000) -> list[Outgoing]:
+        """What waits, as soon as something does (at most ``most``); [] after ``timeout_s``."""
+        try:
+            items = [self._todo.get(timeout=timeout_s)]
+        except queue.Empty:
+            return []
+        while len(items) < most:
+            try:
+                items.append(self._todo.get_nowait())
+            except queue.Empty:
+                break
+        return items
+
+    def report(self, item: Outgoing, error: str | None) -> None:
+        """File the outcome of one message (from the client's thread)."""
+        partition, seq, _, report = item
+        self._reports.put((report, partition, seq, error))
+
+    def serve(self, timeout_s: float) -> None:
+        """Run the reports filed, waiting at most ``timeout_s`` for the first."""
+        try:
+            report, partition, seq, error = self._reports.get(timeout=timeout_s)
+        except queue.Empty:
+            return
+        report(partition, seq, error)
+        while True:
+            try:
+                report, partition, seq, error = self._reports.get_nowait()
+            except queue.Empty:
+                return
+            report(partition, seq, error)
+
+
+def drain(arrivals: queue.Queue[bytes], timeout_s: float, most: int = 1000) -> list[bytes] | None:
+    """The payloads in ``arrivals`` as soon as one is there; None if none within ``timeout_s``."""
+    try:
+        out = [arrivals.get(timeout=timeout_s)]
+    except queue.Empty:
+        return None
+    while len(out) < most:
+        try:
+            out.append(arrivals.get_nowait())
+        except queue.Empty:
+            break
+    return out
+
+
+class Warnings:
+    """A transport's connection trouble, logged at most once per ``every_s`` with a count of the
+    rest: a server that is away for minutes yields a few lines, not one per retry."""
+
+    def __init__(self, every_s: float = 10.0) -> None:
+        self.every_s = every_s
+        self._last = -float("inf")
+        self._quiet = 0
+
+    def __call__(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self._last < self.every_s:
+            self._quiet += 1
+            return
+        more = f" (and {self._quiet} more in the last {self.every_s:g} s)" if self._quiet else ""
+        log.warning("%s%s", message, more)
+        self._last, self._quiet = now, 0

@@ -89,6 +89,13 @@ CASES: list[tuple[str, list[str], str | bytes | None, str]] = [
     ),
     (
         "probe",
+        ["--bootstrap", "nats://127.0.0.1:4222", "--echo-bootstrap", "127.0.0.1:9", "--manage-topic"],
+        None,
+        "probe.manage_topic: Kafka only: other systems' subjects, channels and queues are not "
+        "managed (got True)",
+    ),
+    (
+        "probe",
         [],
         "probe:\n  kafka:\n    sasl.password: 918273645\n",
         "probe.kafka.sasl.password: Input should be a valid string",
