@@ -100,11 +100,16 @@ def single_stat(title: str, query: Query, description: str, unit: str) -> stat.P
 
 
 def variables() -> list[object]:
-    """Datasource, cluster, topic, partition and window selectors."""
+    """Datasource, system, cluster, topic, partition and window selectors.
+
+    ``system`` (kafka, nats, redis, rabbitmq) narrows the clusters: one dashboard serves every
+    kind of broker, and no panel needs a special case for one.
+    """
     ds = dash.DatasourceVariable("datasource").label("Prometheus").type("prometheus")
     out: list[object] = [ds]
     for name, query, default in (
-        ("cluster", "label_values(nines_latency_seconds, cluster)", None),
+        ("system", "label_values(nines_system_echoes_total, system)", None),
+        ("cluster", 'label_values(nines_system_echoes_total{system=~"$system"}, cluster)', None),
         ("topic", 'label_values(nines_latency_seconds{cluster=~"$cluster"}, topic)', None),
         ("partition", "label_values(nines_latency_seconds, partition)", "all"),
         ("window", "label_values(nines_latency_seconds, window)", "1m"),

@@ -27,13 +27,15 @@ def closed_windows(
     end_us = pc.cast(table["window_end"], pa.timestamp("us", "UTC")).cast(pa.int64())
     table = table.set_column(table.schema.get_field_index("window_end"), "window_end", end_us)
     is_stat = pc.starts_with(table["kind"], STAT_PREFIX)
-    counters: dict[str, dict[Any, int]] = {k: {} for k in ("late", "bad", "data_loss")}
+    counters: dict[str, dict[Any, int]] = {k: {} for k in ("late", "bad", "data_loss", "system")}
     for r in table.filter(is_stat).to_pylist():
         _, what, *reason = r["kind"].split(":")
         if what == "late":
             key: Any = (r["cluster"], r["topic"], r["partition"])
         elif what == "bad":
             key = reason[0] if reason else "unknown"
+        elif what == "system":
+            key = (r["cluster"], reason[0] if reason else "unknown")
         else:
             key = (r["topic"], r["partition"])
         counters.setdefault(what, {})
@@ -107,4 +109,5 @@ def closed_windows(
         overflow=overflow,
         bad=counters["bad"],
         data_loss=counters["data_loss"],
+        systems=counters["system"],
     )

@@ -23,8 +23,9 @@ from core.windows import WindowSpec, window_end_us
 #: Measured kinds and their codes: the state groups on small integers, not strings; labels are
 #: put back only on the few rows a closed window emits.
 KIND_CODES = {"e2e": 0, "publish": 1, "send_lag": 2, "hiccup": 3}
-#: Counted-not-measured row types (``rtype`` from the source) and their codes.
-STAT_CODES = {"late": 10, "bad": 11, "data_loss": 12}
+#: Counted-not-measured row types (``rtype`` from the source) and their codes; ``system`` counts
+#: echoes by the system probed (its name in ``reason``), so one job serves every broker kind.
+STAT_CODES = {"late": 10, "bad": 11, "data_loss": 12, "system": 13}
 #: Partition code of the probe's own rows (hiccups): labelled ``all``.
 PROBE_PARTITION = -1
 #: Leader code of rows that have none (hiccups, counted-not-measured rows): no ``broker``.
@@ -206,6 +207,15 @@ def _samples(t: pa.Table) -> pa.Table:
         parts.append(
             _sample(echoes, kind=KIND_CODES[kind], value=value, lost=lost_flag, leader=leader)
         )
+    parts.append(
+        _sample(
+            echoes,
+            kind=STAT_CODES["system"],
+            value=pa.array(np.zeros(echoes.num_rows, np.int64)),
+            partition=pa.nulls(echoes.num_rows, pa.int64()),
+            reason=echoes.column("system"),
+        )
+    )
     hiccups = t.filter(pc.equal(rtype, "hiccup"))
     parts.append(
         _sample(
@@ -215,7 +225,8 @@ def _samples(t: pa.Table) -> pa.Table:
             partition=pa.array(np.full(hiccups.num_rows, PROBE_PARTITION, np.int64)),
         )
     )
-    for stat, code in STAT_CODES.items():
+    for stat in ("late", "bad", "data_loss"):
+        code = STAT_CODES[stat]
         counted = t.filter(pc.equal(rtype, stat))
         partition = counted.column("partition")
         if stat == "late":  # a late hiccup has no partition: it is the probe's, label "all"

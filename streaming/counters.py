@@ -27,6 +27,8 @@ class StreamCounters:
     overflow: dict[SeriesKey, int] = field(default_factory=dict)
     bad: dict[str, int] = field(default_factory=dict)
     data_loss: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: (cluster, system) → echoes: which kind of broker each probed cluster is
+    systems: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def merge(self, other: StreamCounters) -> StreamCounters:
         """Both batches' counts added."""

@@ -7,6 +7,7 @@ reason a bad record is counted under is always the reference parser's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -14,11 +15,13 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from core.echo import (
+    DEFAULT_SYSTEM,
     MAX_ECHO_BYTES,
     MAX_ECHO_DEPTH,
     MAX_EPOCH_US,
     MIN_EPOCH_US,
     SCHEMA_VERSION,
+    SYSTEMS,
     BadEcho,
     Echo,
     Hiccup,
@@ -34,6 +37,7 @@ PARSED_SCHEMA = pa.schema(
         ("topic", pa.string()),
         ("partition", pa.int64()),
         ("leader", pa.int64()),
+        ("system", pa.string()),
         ("intended_us", pa.int64()),
         ("sent_us", pa.int64()),
         ("acked_us", pa.int64()),
@@ -51,7 +55,7 @@ _JSON_SCHEMA = pa.schema([
     ("sent_us", pa.int64()), ("acked_us", pa.int64()), ("received_us", pa.int64()),
     ("lost", pa.bool_()), ("timeout_us", pa.int64()), ("start_us", pa.int64()),
     ("end_us", pa.int64()), ("max_us", pa.int64()), ("total_us", pa.int64()),
-    ("count", pa.int64()),
+    ("count", pa.int64()), ("system", pa.string()),
 ])  # fmt: skip
 _PARSE_OPTIONS = pj.ParseOptions(explicit_schema=_JSON_SCHEMA, unexpected_field_behavior="ignore")
 #: Single-threaded, one block per chunk: Spark already runs a parser per core, and Arrow's thread
@@ -77,6 +81,8 @@ def _fast_ok(t: pa.Table) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
     for name in ("partition", "seq", "size"):
         echo = pc.and_(echo, nonneg(name))
     echo = pc.and_(echo, pc.fill_null(pc.greater_equal(t["leader"], -1), False))
+    # absent is kafka (a JSON null never gets here: _parse_chunk sends it to the reference)
+    echo = pc.and_(echo, pc.fill_null(pc.is_in(t["system"], pa.array(SYSTEMS)), True))
     for name in ("intended_us", "sent_us"):
         echo = pc.and_(echo, pc.fill_null(_time_ok(t[name]), False))
     for name in ("acked_us", "received_us"):
@@ -106,6 +112,7 @@ def _row(rec: Echo | Hiccup) -> dict[str, object]:
             "topic": rec.topic,
             "partition": rec.partition,
             "leader": rec.leader,
+            "system": rec.system,
             "intended_us": rec.intended_us,
             "sent_us": rec.sent_us,
             "acked_us": rec.acked_us,
@@ -121,6 +128,7 @@ def _row(rec: Echo | Hiccup) -> dict[str, object]:
         "topic": "",  # type: ignore[attr-defined]
         "partition": None,
         "leader": None,
+        "system": None,
         "intended_us": rec.start_us,
         "sent_us": None,  # type: ignore[attr-defined]
         "acked_us": None,
@@ -181,11 +189,17 @@ def _fast_candidate(value: bytes | None) -> bool:
     )
 
 
+#: ``"system": null``, which the reference refuses and Arrow would read as an absent field.
+_NULL_SYSTEM = re.compile(rb'"system"\s*:\s*null')
+
+
 def _plain(value: bytes) -> bool:
     """Nothing Arrow accepts but the reference refuses: no deep nesting or bad UTF-8 (Arrow
     does not look inside fields it ignores). Brackets in strings count too, which only sends
     more rows to the reference."""
     if value.count(b"{") + value.count(b"[") > MAX_ECHO_DEPTH:
+        return False
+    if _NULL_SYSTEM.search(value):  # Arrow reads it as absent (kafka); the reference: bad_type
         return False
     if not value.isascii():
         try:
@@ -203,7 +217,12 @@ def _parse_chunk(values: Sequence[bytes | None]) -> pa.RecordBatch:
     joined = b"\n".join(fast_values)  # type: ignore[arg-type]
     # a few fast scans of the whole chunk (~0.1 µs a record); only a suspicious chunk (nesting,
     # non-ASCII) is checked row by row
-    if b"[" in joined or joined.count(b"{") > len(fast_values) or not joined.isascii():
+    if (
+        b"[" in joined
+        or joined.count(b"{") > len(fast_values)
+        or not joined.isascii()
+        or _NULL_SYSTEM.search(joined)
+    ):
         candidate = [c and _plain(v) for c, v in zip(candidate, values, strict=True)]  # type: ignore[arg-type]
         fast_values = [v for v, ok in zip(values, candidate, strict=True) if ok]
         joined = b"\n".join(fast_values)  # type: ignore[arg-type]
@@ -228,6 +247,9 @@ def _parse_chunk(values: Sequence[bytes | None]) -> pa.RecordBatch:
             "topic": pc.if_else(is_hic, "", t["topic"]),
             "partition": t["partition"],
             "leader": pc.if_else(is_hic, pa.scalar(None, pa.int64()), t["leader"]),
+            "system": pc.if_else(
+                is_hic, pa.scalar(None, pa.string()), pc.fill_null(t["system"], DEFAULT_SYSTEM)
+            ),
             "intended_us": pc.if_else(is_hic, t["start_us"], t["intended_us"]),
             "sent_us": t["sent_us"],
             "acked_us": t["acked_us"],

@@ -86,6 +86,11 @@ COUNTER_FAMILIES: dict[str, tuple[str, str, list[str]]] = {
         "Echo topic offsets that vanished before the job read them.",
         ["topic", "partition"],
     ),
+    "systems": (
+        "nines_system_echoes",
+        "Echoes counted in closed windows, by the system probed (kafka, nats, redis, rabbitmq).",
+        ["cluster", "system"],
+    ),
 }
 
 #: Pipeline health gauge (``nines_stream_<name>``) → help, in exposition order.

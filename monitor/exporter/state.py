@@ -119,6 +119,7 @@ class LatencyExporter:
                     for k, v in getattr(counters, name).items():
                         _add(into, k, v)
             self._evict_stale()
+            self._bound_systems()
 
     def _admit(self, w: WindowHistogram) -> bool:
         """Whether the window's series is kept: known already, or new and under the cap."""
@@ -130,6 +131,14 @@ class LatencyExporter:
             resolutions = self._admitted[sid] = set()
         resolutions.add(w.resolution)
         return True
+
+    def _bound_systems(self) -> None:
+        """Systems are kept only for clusters with an admitted series: bounded by the cap."""
+        systems = self._counters["systems"]
+        if systems:
+            live = {sid[0] for sid in self._admitted}
+            for key in [k for k in systems if k[0] not in live]:
+                del systems[key]
 
     def _evict_stale(self) -> None:
         """Drop series with no closed window for ``series_ttl_windows`` of their resolution.

@@ -134,14 +134,19 @@ def test_every_stream_counter_is_exported_cumulatively() -> None:
         overflow={SeriesKey("c", "t", "0", "e2e"): 4},
         bad={"not_json": 5},
         data_loss={("t", "0"): 6},
+        systems={("c", "nats"): 7, ("intruder", "redis"): 8},
     )
-    exp.update([], batch)
+    exp.update([window([1_000])], batch)  # cluster "c" has a series; "intruder" none
     exp.update([], batch)
     s = scrape(exp)
     for name, (family, _, _) in COUNTER_FAMILIES.items():
-        (value,) = getattr(batch, name).values()
+        value = next(iter(getattr(batch, name).values()))
         got = [x.value for x in s[f"{family}_total"] if x.value]
         assert got == [2 * value], name
+    # a system is exported only for a cluster with an admitted series: bounded by max_series
+    assert [x.labels for x in s["nines_system_echoes_total"]] == [
+        {"cluster": "c", "system": "nats"}
+    ]
 
 
 def test_prerendered_lines_parse_back_escape_and_follow_the_latest_window() -> None:

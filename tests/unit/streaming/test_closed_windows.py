@@ -89,11 +89,13 @@ def test_histograms_counters_and_merges_are_exact() -> None:
     rng.shuffle(rows)  # type: ignore[arg-type]
     rows += [stat("stat:late", 4), stat("stat:bad:not_json", 2), stat("stat:bad:order", 1)]
     rows += [stat("stat:data_loss", 17, partition="1", topic="nines.echoes")]
+    rows += [stat("stat:system:nats", 9, partition=""), stat("stat:system:nats", 3, partition="")]
     windows, counters = closed_windows(pa.Table.from_pylist(rows, SCHEMA), LAYOUT, RES)
 
     assert counters.late == {("c", "t", "0"): 4}
     assert counters.bad == {"not_json": 2, "order": 1}
     assert counters.data_loss == {("nines.echoes", "1"): 17}
+    assert counters.systems == {("c", "nats"): 12}
     assert sum(counters.echoes.values()) == len(samples)
     assert counters.lost == {
         ("c", "t", p): sum(1 for _, q, _, lost in samples if lost and q == p) for p in "012"

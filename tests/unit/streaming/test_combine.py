@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.echo import LATENCY_SPANS
+from core.echo import LATENCY_SPANS, SYSTEMS
 from core.hdr import HdrLayout
 from core.windows import WindowSpec
 from streaming import combine as combine_mod
@@ -35,6 +35,7 @@ def source_row(draw: Any) -> dict[str, Any]:
         "topic": draw(st.sampled_from(["t1", "t2"])) if rtype != "bad" else None,
         "partition": draw(st.integers(0, 3)) if rtype in ("echo", "data_loss") else None,
         "leader": draw(st.none() | st.integers(-1, 3)) if rtype == "echo" else None,
+        "system": draw(st.sampled_from(SYSTEMS)) if rtype == "echo" else None,
         "intended_us": intended,
         "sent_us": intended + draw(st.integers(0, 1000)),
         "acked_us": None,
@@ -67,7 +68,8 @@ def reference(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[int]]:
         row: dict[str, Any], kind: int, value: int, lost: int, partition: Any, span_list: list[int]
     ) -> None:
         leader = row["leader"] if row["leader"] is not None else -1
-        leader = leader if row["rtype"] == "echo" else -2
+        leader = leader if row["rtype"] == "echo" and kind < 10 else -2
+        reason = row["system"] if kind == STAT_CODES["system"] else row["reason"]
         for span in span_list:
             end = row["event_us"] - row["event_us"] % span + span
             bucket = int(LAYOUT.index_of([value])[0])
@@ -79,7 +81,7 @@ def reference(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[int]]:
                 partition,
                 leader,
                 kind,
-                row["reason"] if kind >= 10 else None,
+                reason if kind >= 10 else None,
                 bucket,
             )
             acc = out.setdefault(key, [0, 0, -1, 0, 0])
@@ -99,6 +101,7 @@ def reference(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[int]]:
                     value, lost = (None if end is None else end - row[span.start]), 0
                 if value is not None:
                     add(row, KIND_CODES[kind], value, lost, row["partition"], spans)
+            add(row, STAT_CODES["system"], 0, 0, None, spans[:1])  # echoes by system probed
         elif row["rtype"] == "hiccup":
             add(row, KIND_CODES["hiccup"], row["max_us"], 0, -1, spans)
         else:
@@ -198,11 +201,15 @@ def test_each_kind_is_the_echo_reference_latency(cases: list[tuple[int, int, int
     marked = pa.Table.from_batches(
         [_reader()._mark(parse_values([encode_record(e) for e in echoes]), 0)]
     )
+    partials = combine(marked, SPEC, LAYOUT).to_pylist()
     got = {
         (r["window_end_us"], r["kind"]): r
-        for r in combine(marked, SPEC, LAYOUT).to_pylist()
-        if r["span_us"] == span
+        for r in partials
+        if r["span_us"] == span and r["kind"] < STAT_CODES["system"]
     }
+    systems = [r for r in partials if r["kind"] == STAT_CODES["system"]]
+    assert {r["reason"] for r in systems} == {"kafka"}
+    assert sum(r["n"] for r in systems) == len(echoes)
     for e in echoes:
         for kind in LATENCY_SPANS:
             row = got.pop((e.intended_us + span, KIND_CODES[kind]))
