@@ -39,6 +39,7 @@ BadReason = Literal[
     "duplicate_key",
     "not_object",  # valid JSON, but not an object
     "future",  # event time too far ahead of the Kafka record's timestamp (streaming only)
+    "series_cap",  # a new (cluster, topic, partition) beyond max_series (streaming only)
 ]
 #: Every reason a record is counted bad, in the order they are documented (docs/echo-format.md).
 BAD_REASONS: Final[tuple[str, ...]] = get_args(BadReason)
