@@ -137,15 +137,18 @@ def plan(
     return SeriesPlan(str(book), batch_id, quotas(partitions, max_series - len(known), batch_id))
 
 
-_KNOWN_CACHE: dict[str, frozenset[Series]] = {}
+_KNOWN_CACHE: dict[tuple[str, int, int], frozenset[Series]] = {}
 
 
 def known_series(plan_: SeriesPlan) -> frozenset[Series]:
-    """The batch's known series (a worker process reuses the last one it read: it never changes)."""
-    key = str(plan_.known_path())
+    """The batch's known series; a worker process reuses the last book it read (each task of a
+    batch reads the same one) unless the file changed (a checkpoint deleted and started anew)."""
+    path = plan_.known_path()
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
     if key not in _KNOWN_CACHE:
         _KNOWN_CACHE.clear()
-        _KNOWN_CACHE[key] = frozenset(_load_series(plan_.known_path()))
+        _KNOWN_CACHE[key] = frozenset(_load_series(path))
     return _KNOWN_CACHE[key]
 
 
