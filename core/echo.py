@@ -40,6 +40,7 @@ BadReason = Literal[
     "duplicate_key",
     "not_object",  # valid JSON, but not an object
     "future",  # event time too far ahead of the Kafka record's timestamp (streaming only)
+    "series_cap",  # a new (cluster, topic, partition) beyond max_series (streaming only)
 ]
 #: The probed systems an echo may name; absent means ``kafka`` (echoes written before the field).
 System = Literal["kafka", "nats", "redis", "rabbitmq"]

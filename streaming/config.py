@@ -14,6 +14,9 @@ from core.windows import DEFAULT_WINDOWS, WindowSpec
 
 #: Spark master URLs Spark itself accepts (anything else fails only when the JVM starts).
 SPARK_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|(spark|k8s|mesos)://\S+|yarn")
+#: Distinct (cluster, topic, partition) series: 10,000 probe partitions plus their topics' merged
+#: series and the probes' own (hiccup) rows, with 20 % headroom (the exporter's default too).
+DEFAULT_MAX_SERIES = 12_000
 
 
 class StreamConfig(StageConfig):
@@ -41,8 +44,9 @@ class StreamConfig(StageConfig):
     max_records_per_batch: int = Field(default=1_000_000, ge=1)
     shuffle_partitions: int = Field(default=4, ge=1)
     state_store: Literal["rocksdb", "memory"] = "rocksdb"
-    #: Distinct (cluster, topic, partition) series exported; new ones beyond are counted, refused.
-    max_series: int = Field(default=12_000, ge=1)
+    #: Distinct (cluster, topic, partition) series in Spark's state and on /metrics; records and
+    #: windows of new series beyond it are counted and refused.
+    max_series: int = Field(default=DEFAULT_MAX_SERIES, ge=1)
     #: Windows of its resolution a series may go without a closed one before leaving /metrics.
     series_ttl_windows: int = Field(default=6, ge=1)
     kafka: dict[str, str] = Field(default_factory=dict)

@@ -83,6 +83,7 @@ def read_echoes(spark: Any, config: StreamConfig, checkpoint: str) -> Any:
         # one Spark task per core and micro-batch, whatever the number of Kafka partitions
         .option("maxInputPartitions", str(spark.sparkContext.defaultParallelism))
         .option("maxClockSkewUs", str(int(config.max_clock_skew * 1_000_000)))
+        .option("maxSeries", str(config.max_series))
         .load()
     )
 

@@ -13,6 +13,9 @@ are decided here so that nothing is lost silently:
   after Spark has logged the batch's offsets, so it reads Spark's own ``batchWatermarkMs`` from
   the offset log and ``read()`` turns every echo whose finest window has already closed into a
   counted ``late`` row. Replays read the same log line, so this is deterministic.
+* **The series cap**: a read task admits rows of new (cluster, topic, partition) series only
+  within its range's share of ``maxSeries`` (``streaming.admission``, deterministic on replays);
+  the rest become counted ``bad``/``series_cap`` rows.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from core.config import resolve_secrets
 from core.hdr import HdrLayout
 from core.windows import WindowSpec
+from streaming import admission
 from streaming.combine import PARTIAL_SCHEMA, Combiner
+from streaming.config import DEFAULT_MAX_SERIES
 from streaming.parse import PARSED_SCHEMA, mark_future, parse_values
 
 #: Marked rows, before the combiner: parsed echoes and hiccups, plus counted-not-measured rows.
@@ -74,6 +79,8 @@ class KafkaSlice(InputPartition):
     def __init__(self, index: int, ranges: list[KafkaRange], watermark_us: int) -> None:
         super().__init__(index)
         self.ranges, self.watermark_us = ranges, watermark_us
+        #: The batch's series book and quotas (None: no checkpoint, no cap).
+        self.series: admission.SeriesPlan | None = None
 
     @property
     def index(self) -> int:
@@ -96,18 +103,23 @@ def slices(ranges: list[KafkaRange], n: int, watermark_us: int) -> list[KafkaSli
     ]
 
 
+def planned_batch_id(checkpoint: str | None) -> int | None:
+    """Id of the batch being planned: the last one in Spark's offset log (None before any)."""
+    if not checkpoint:
+        return None
+    try:
+        ids = [int(p.name) for p in (Path(checkpoint) / "offsets").iterdir() if p.name.isdigit()]
+    except FileNotFoundError:
+        return None
+    return max(ids) if ids else None
+
+
 def batch_watermark_us(checkpoint: str | None) -> int:
     """Spark's event-time watermark for the batch being planned (0 before the first)."""
-    if not checkpoint:
+    batch = planned_batch_id(checkpoint)
+    if batch is None:
         return 0
-    offsets = Path(checkpoint) / "offsets"
-    try:
-        ids = [int(p.name) for p in offsets.iterdir() if p.name.isdigit()]
-    except FileNotFoundError:
-        return 0
-    if not ids:
-        return 0
-    lines = (offsets / str(max(ids))).read_text().splitlines()
+    lines = (Path(str(checkpoint)) / "offsets" / str(batch)).read_text().splitlines()
     return int(json.loads(lines[1]).get("batchWatermarkMs", 0)) * 1000
 
 
@@ -146,6 +158,8 @@ class KafkaEchoReader(DataSourceStreamReader):
         self.max_slices = int(opts.get("maxinputpartitions", "4"))
         #: An echo this far ahead of its Kafka timestamp is ``bad``/``future``, never event time.
         self.max_skew_us = int(opts.get("maxclockskewus", "300000000"))
+        #: Distinct (cluster, topic, partition) series admitted into Spark's state at most.
+        self.max_series = int(opts.get("maxseries", DEFAULT_MAX_SERIES))
 
     def _consumer(self) -> Any:
         from confluent_kafka import Consumer
@@ -213,14 +227,27 @@ class KafkaEchoReader(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         """Kafka partitions with records, in at most ``maxInputPartitions`` slices, stamped with
-        Spark's watermark for this batch."""
+        Spark's watermark for this batch and its series plan."""
         watermark_us = batch_watermark_us(self.checkpoint)
         ranges = [
             KafkaRange(int(p), int(start.get(p, 0)), int(end[p]))
             for p in sorted(end, key=int)
             if int(end[p]) > int(start.get(p, 0))
         ]
-        return list(slices(ranges, self.max_slices, watermark_us))
+        out = slices(ranges, self.max_slices, watermark_us)
+        batch = planned_batch_id(self.checkpoint)
+        if ranges and self.checkpoint and batch is not None:
+            plan = admission.plan(
+                self.checkpoint,
+                batch,
+                watermark_us,
+                max(self.windows.resolutions_us.values()),
+                self.max_series,
+                [r.partition for r in ranges],
+            )
+            for s in out:
+                s.series = plan
+        return list(out)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The slice's records as partial histograms (``streaming.combine``)."""
@@ -230,8 +257,8 @@ class KafkaEchoReader(DataSourceStreamReader):
         yield from combiner.finish()
 
     def marked_rows(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Consume every range of the slice; parse; mark future and late echoes; count gaps: the
-        rows before the combiner (``SOURCE_SCHEMA``), one per record or gap.
+        """Consume every range of the slice; parse; mark future and late echoes; cap the series;
+        count gaps: the rows before the combiner (``SOURCE_SCHEMA``), one per record or gap.
 
         An offset below the retained ones resets to the oldest retained record
         (``auto.offset.reset``), whose offset then reveals the gap, counted as ``data_loss``.
@@ -242,6 +269,8 @@ class KafkaEchoReader(DataSourceStreamReader):
         wm = partition.watermark_us
         offset = {r.partition: r.start for r in partition.ranges}
         end = {r.partition: r.end for r in partition.ranges}
+        plan = partition.series
+        cap = admission.TaskAdmission(plan, offset) if plan else None
         c = self._consumer()
         try:
             c.assign([TopicPartition(self.topic, p, o) for p, o in offset.items()])
@@ -252,6 +281,7 @@ class KafkaEchoReader(DataSourceStreamReader):
                 msgs = c.consume(min(FETCH_BATCH, want), 1.0)
                 values = []
                 kafka_us: list[int | None] = []
+                kafka_partition: list[int] = []
                 finished = []
                 for m in msgs:
                     if m.error():
@@ -266,6 +296,7 @@ class KafkaEchoReader(DataSourceStreamReader):
                         offset[p] = min(o, end[p])
                     if o < end[p]:
                         values.append(m.value())  # None: a tombstone, counted as such
+                        kafka_partition.append(p)
                         kind, ms = m.timestamp()
                         kafka_us.append(ms * 1000 if kind else None)
                         offset[p] = o + 1
@@ -278,7 +309,10 @@ class KafkaEchoReader(DataSourceStreamReader):
                     idle_since = None
                     parsed = parse_values(values)
                     stamps = pa.array(kafka_us, pa.int64())
-                    yield self._mark(mark_future(parsed, stamps, self.max_skew_us), wm)
+                    rows = self._mark(mark_future(parsed, stamps, self.max_skew_us), wm)
+                    if cap is not None:
+                        rows = cap.admit(rows, np.asarray(kafka_partition), wm)
+                    yield rows
                     continue
                 if msgs:
                     continue
@@ -306,6 +340,8 @@ class KafkaEchoReader(DataSourceStreamReader):
                         f"{self.stall_timeout_s:g} s (the batch needs them); failing the batch "
                         "instead of skipping them"
                     )
+            if cap is not None:
+                cap.save()
         finally:
             c.close()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from bench.control_hiccup import oversleeps_us, summary
 from bench.samples import quantiles
 from bench.soak import SeqBook
@@ -29,6 +31,17 @@ def test_control_hiccup_measures_oversleep() -> None:
     values = oversleeps_us(0.2)
     assert 100 <= len(values) <= 200  # 1 ms ticks, never faster
     s = summary(values)
-    assert s["samples"] == len(values)
-    assert 0 <= s["p50"] <= s["p99"] <= s["p999"] <= s["max"]
+    srt = sorted(values)
+    at = lambda q: srt[math.ceil(q * len(srt)) - 1]  # noqa: E731  nearest rank
+    assert s == {
+        "samples": len(values),
+        "p50": at(0.5),
+        "p99": at(0.99),
+        "p999": at(0.999),
+        "max": srt[-1],
+        "over_1ms": sum(v > 1000 for v in values),
+    }
+    assert summary([7, 1, 1500, 3]) == {
+        "samples": 4, "p50": 3, "p99": 1500, "p999": 1500, "max": 1500, "over_1ms": 1
+    }  # fmt: skip
     assert summary([]) == {"samples": 0}

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.echo import BAD_REASONS
-from core.hdr import HdrLayout, SparseHistogram
+from core.hdr import HdrLayout, SparseHistogram, rank_for_quantile
 from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
 from monitor.exporter import DEFAULT_LE, LatencyExporter
 
@@ -29,6 +29,13 @@ def window(values, partition="0", res="10s", start_s=0, lost=0, kind="e2e") -> W
         SparseHistogram.from_values(LAYOUT, values),
         lost,
     )
+
+
+def le_counts(values: list[int]) -> list[int]:
+    """Cumulative ``le`` counts of the input: a sample counts once its HDR bucket lies entirely
+    at or below the bound (+Inf: all of them)."""
+    highs = [int(LAYOUT.highest_value_at(LAYOUT.index_of(v))) for v in values]
+    return [sum(h <= int(le * 1e6) for h in highs) for le in DEFAULT_LE] + [len(values)]
 
 
 def scrape(exp: LatencyExporter) -> dict[str, list]:  # type: ignore[type-arg]
@@ -49,6 +56,11 @@ def test_quantiles_are_gated_by_sample_size_and_max_is_exact() -> None:
     samples = scrape(exp)
     quantiles = {s.labels["quantile"] for s in samples["nines_latency_seconds"]}
     assert quantiles == {"0.5", "0.9", "0.99"}  # 500 samples: p99 yes, p99.9 no
+    srt = sorted(values)
+    for s in samples["nines_latency_seconds"]:
+        q = float(s.labels["quantile"])
+        exact_us = srt[rank_for_quantile(q, len(srt)) - 1]  # nearest rank of the input
+        assert exact_us <= s.value * 1e6 <= exact_us * (1 + 2e-3) + 1, (q, s.value, exact_us)
     (mx,) = samples["nines_latency_max_seconds"]
     assert mx.value == pytest.approx(1.234567)
     (n,) = samples["nines_latency_window_samples"]
@@ -73,7 +85,8 @@ def test_histogram_is_cumulative_over_finest_windows_only() -> None:
         x for x in s["nines_latency_histogram_seconds_bucket"] if x.labels["partition"] == "0"
     ]
     values = [x.value for x in buckets]
-    assert values == sorted(values) and values[-1] == 5
+    samples_0 = [*a, 500]  # partition 0's finest windows
+    assert values == le_counts(samples_0)
     le = {x.labels["le"]: x.value for x in buckets}
     assert (
         le["0.001"] == 2
@@ -178,7 +191,9 @@ def test_prerendered_lines_parse_back_escape_and_follow_the_latest_window() -> N
     h = scrape(exp)
     series = [x for x in h["nines_latency_histogram_seconds_bucket"] if x.labels["topic"] == "t"]
     counts = [x.value for x in series]
-    assert counts == sorted(counts) and series[-1].labels["le"] == "+Inf"
+    finest = [5_000] * 100 + [9_000] * 10 + [1] * 10  # every finest window of topic t
+    assert counts == le_counts(finest)
+    assert series[-1].labels["le"] == "+Inf"
     (count,) = [x for x in h["nines_latency_histogram_seconds_count"] if x.labels["topic"] == "t"]
     assert count.value == counts[-1] == 120
     server = exp.serve("127.0.0.1", 0)

@@ -112,7 +112,8 @@ def test_agent_wires_schedule_producer_consumer_tracker_and_publisher() -> None:
     stats = agent.stats()
     for p in (0, 1):
         n = agent.schedule.next_seq[p]
-        assert n == stats["partitions"][p]["sent"] >= 90  # 100 in 0.5 s at 200/s
+        # open loop: every message intended in the 0.5 s is sent, however late: 100 at 200/s
+        assert n == stats["partitions"][p]["sent"] == 100
         assert sorted(e.seq for e in echoes if e.partition == p) == list(range(n))
         assert {e.leader for e in echoes if e.partition == p} == {layout.leaders[p]}
     lost = [e for e in echoes if e.lost]

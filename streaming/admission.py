@@ -1,0 +1,239 @@
+"""The series cap of Spark's state: which (cluster, topic, partition) series a read task admits.
+
+Series come from record content, so a writer to the echo topic could otherwise fill the state
+with as many series as it likes until their (up to 1 h) windows close. The cap must be
+deterministic across replays (a killed job replays its last batch with the same offsets and must
+build the same state), so every decision is a function of what the checkpoint holds when the
+batch is planned and of the batch's own records, never of timing:
+
+* The **book** (``<checkpoint>/nines-series/``) holds, per batch id N, ``known-N.json``: the
+  series admitted before batch N, each with the last event time seen. The driver writes it when
+  it plans batch N (``plan``) from the previous book and what batch N-1's tasks saw, drops the
+  series whose coarsest window has closed (their state rows are gone), and reuses it as it is
+  when Spark replays batch N.
+* A read task admits every row of a known series; a new series only within its Kafka range's
+  quota (``quotas``: the free places split over the batch's ranges), first by offset. Rows of a
+  refused series become ``bad`` rows with reason ``series_cap``: counted, never silently dropped.
+* Each task writes what its ranges admitted (``seen-N/<partition>.json``) for batch N+1's plan.
+
+The book lives on the checkpoint's filesystem, which the driver and every executor share (the
+job already reads the offset log through it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from core.windows import window_end_us
+
+#: Series = (cluster, topic, partition); a hiccup's partition (none) is written -1.
+Series = tuple[str, str, int]
+#: Row types that carry a series; bad rows and vanished offsets carry none of their own.
+SUBJECT_RTYPES = ("echo", "hiccup", "late")
+#: The bad reason of a record whose new series the cap refused.
+SERIES_CAP = "series_cap"
+BOOK_DIR = "nines-series"
+NO_PARTITION = -1
+
+
+def quotas(partitions: list[int], free: int, batch_id: int) -> dict[int, int]:
+    """New series each Kafka range of a batch may admit: ``free`` split as evenly as possible.
+
+    The ranges that get one more than the others rotate with the batch id, so near the cap no
+    Kafka partition is starved for good.
+    """
+    n = len(partitions)
+    if n == 0:
+        return {}
+    base, extra = divmod(max(free, 0), n)
+    ordered = sorted(partitions)
+    return {p: base + (1 if (i - batch_id) % n < extra else 0) for i, p in enumerate(ordered)}
+
+
+def _write_json(path: Path, data: object) -> None:
+    """Write atomically: a replay or a retried task rewrites the same file in one step."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, separators=(",", ":")))
+    os.replace(tmp, path)
+
+
+def _load_series(path: Path) -> dict[Series, int]:
+    return {(c, t, p): last for c, t, p, last in json.loads(path.read_text())}
+
+
+def _dump_series(series: dict[Series, int]) -> list[list[object]]:
+    return [[c, t, p, last] for (c, t, p), last in sorted(series.items())]
+
+
+def _ids(book: Path, prefix: str) -> list[int]:
+    return sorted(
+        int(p.name.removeprefix(prefix).removesuffix(".json"))
+        for p in book.glob(f"{prefix}*")
+        if p.name.removeprefix(prefix).removesuffix(".json").isdigit()
+    )
+
+
+@dataclass(frozen=True)
+class SeriesPlan:
+    """What one batch's tasks need: the book, the batch id, and each range's quota."""
+
+    book: str
+    batch_id: int
+    quotas: dict[int, int]
+
+    def known_path(self) -> Path:
+        """The batch's known series (written by ``plan``)."""
+        return Path(self.book) / f"known-{self.batch_id}.json"
+
+    def seen_path(self, partition: int) -> Path:
+        """What the task reading ``partition`` in this batch admitted."""
+        return Path(self.book) / f"seen-{self.batch_id}" / f"{partition}.json"
+
+
+def plan(
+    checkpoint: str,
+    batch_id: int,
+    watermark_us: int,
+    coarsest_us: int,
+    max_series: int,
+    partitions: list[int],
+) -> SeriesPlan:
+    """The book for batch ``batch_id`` (reused on a replay) and the quotas of its ranges.
+
+    Runs on the driver when Spark plans the batch: every earlier batch has completed, so their
+    tasks' ``seen`` files are all written.
+    """
+    book = Path(checkpoint) / BOOK_DIR
+    book.mkdir(parents=True, exist_ok=True)
+    path = book / f"known-{batch_id}.json"
+    if path.exists():
+        known = _load_series(path)
+    else:
+        earlier = [i for i in _ids(book, "known-") if i < batch_id]
+        known = _load_series(book / f"known-{earlier[-1]}.json") if earlier else {}
+        since = earlier[-1] if earlier else -1
+        for i in (i for i in _ids(book, "seen-") if since <= i < batch_id):
+            for f in sorted((book / f"seen-{i}").glob("*.json")):
+                for s, last in _load_series(f).items():
+                    known[s] = max(known.get(s, last), last)
+        # a series whose coarsest window has closed has no rows left in Spark's state
+        known = {s: t for s, t in known.items() if window_end_us(t, coarsest_us) > watermark_us}
+        _write_json(path, _dump_series(known))
+        for i in _ids(book, "known-"):
+            if i < batch_id:
+                (book / f"known-{i}.json").unlink(missing_ok=True)
+        for i in _ids(book, "seen-"):
+            if i < batch_id:
+                shutil.rmtree(book / f"seen-{i}", ignore_errors=True)
+    return SeriesPlan(str(book), batch_id, quotas(partitions, max_series - len(known), batch_id))
+
+
+_KNOWN_CACHE: dict[tuple[str, int, int], frozenset[Series]] = {}
+
+
+def known_series(plan_: SeriesPlan) -> frozenset[Series]:
+    """The batch's known series; a worker process reuses the last book it read (each task of a
+    batch reads the same one) unless the file changed (a checkpoint deleted and started anew)."""
+    path = plan_.known_path()
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _KNOWN_CACHE:
+        _KNOWN_CACHE.clear()
+        _KNOWN_CACHE[key] = frozenset(_load_series(path))
+    return _KNOWN_CACHE[key]
+
+
+@dataclass
+class RangeAdmission:
+    """One Kafka range's admissions in a read task: its quota left and what it admitted."""
+
+    quota: int
+    new: set[Series] = field(default_factory=set)
+    seen: dict[Series, int] = field(default_factory=dict)
+
+
+class TaskAdmission:
+    """The admission of one read task's ranges; ``admit`` each parsed batch, then ``save``."""
+
+    def __init__(self, plan_: SeriesPlan, partitions: Iterable[int]) -> None:
+        self.plan = plan_
+        self.known = known_series(plan_)
+        self.ranges = {p: RangeAdmission(plan_.quotas.get(p, 0)) for p in partitions}
+
+    def admit(
+        self, rows: pa.RecordBatch, kafka_partitions: np.ndarray, watermark_us: int
+    ) -> pa.RecordBatch:
+        """``rows`` (the source's schema) with every row of a refused series made ``bad``.
+
+        Decisions go series by series in the order of their first row, so within a Kafka
+        range they follow the offsets, whatever the consumer's fetch sizes.
+        """
+        subject = pc.is_in(rows.column("rtype"), pa.array(SUBJECT_RTYPES)).to_numpy(
+            zero_copy_only=False
+        )
+        if not subject.any():
+            return rows
+        idx = np.flatnonzero(subject)
+        t = pa.table(
+            {
+                "k": pa.array(kafka_partitions[idx]),
+                "cluster": rows.column("cluster").take(idx),
+                "topic": rows.column("topic").take(idx),
+                "partition": pc.fill_null(rows.column("partition").take(idx), NO_PARTITION),
+                "event_us": rows.column("event_us").take(idx),
+                "i": pa.array(idx),
+            }
+        )
+        groups = t.group_by(["k", "cluster", "topic", "partition"], use_threads=False).aggregate(
+            [("i", "min"), ("i", "list"), ("event_us", "max")]
+        )
+        groups = groups.sort_by("i_min")
+        refused: list[np.ndarray] = []
+        cols = {n: groups[n].to_pylist() for n in ("k", "cluster", "topic", "partition")}
+        last = groups["event_us_max"].to_pylist()
+        for g in range(groups.num_rows):
+            r = self.ranges[cols["k"][g]]
+            s: Series = (cols["cluster"][g], cols["topic"][g], cols["partition"][g])
+            if s not in self.known and s not in r.new:
+                if r.quota <= 0:
+                    refused.append(groups["i_list"][g].values.to_numpy(zero_copy_only=False))
+                    continue
+                r.quota -= 1
+                r.new.add(s)
+            r.seen[s] = max(r.seen.get(s, last[g]), last[g])
+        if not refused:
+            return rows
+        mask = np.zeros(rows.num_rows, dtype=bool)
+        mask[np.concatenate(refused)] = True
+        return refuse(rows, pa.array(mask), watermark_us)
+
+    def save(self) -> None:
+        """What each range admitted, for the next batch's plan (rewritten alike on a replay)."""
+        for p, r in self.ranges.items():
+            path = self.plan.seen_path(p)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_json(path, _dump_series(r.seen))
+
+
+def refuse(rows: pa.RecordBatch, mask: pa.Array, watermark_us: int) -> pa.RecordBatch:
+    """Rows under ``mask`` become ``bad``/``series_cap`` with no series, at the watermark like
+    every bad row (so a refused writer's clock never moves it)."""
+    fill = {
+        "rtype": pa.scalar("bad"),
+        "reason": pa.scalar(SERIES_CAP),
+        "event_us": pa.scalar(watermark_us, pa.int64()),
+    }
+    cols = [
+        c if n == "n" else pc.if_else(mask, fill.get(n, pa.scalar(None, c.type)), c)
+        for n, c in zip(rows.schema.names, rows.columns, strict=True)
+    ]
+    return pa.RecordBatch.from_arrays(cols, schema=rows.schema)

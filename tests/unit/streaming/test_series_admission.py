@@ -1,0 +1,126 @@
+"""The series cap of Spark's state, decided in the read tasks: exact, bounded, alike on replay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from core.echo import Echo, Hiccup, encode_record
+from core.windows import WindowSpec
+from streaming import admission
+from streaming.admission import SERIES_CAP, TaskAdmission, plan, quotas
+from streaming.parse import parse_values
+from streaming.source import SOURCE_SCHEMA, KafkaEchoReader
+
+T0 = 1_800_000_000_000_000 - 1_800_000_000_000_000 % 3_600_000_000
+HOUR = 3_600_000_000
+
+
+def echo(topic: str, at_us: int = T0) -> bytes:
+    return encode_record(Echo("p", "c", topic, 0, 1, 0, 1, at_us, at_us, None, at_us + 9))
+
+
+def rows(values: list[bytes], wm: int = 0) -> pa.RecordBatch:
+    reader = KafkaEchoReader({"bootstrap": "x:1", "topic": "t", "windows": "10s,1h"})
+    return reader._mark(parse_values(values), wm)
+
+
+def test_quotas_split_the_free_places_and_rotate_the_remainder() -> None:
+    assert quotas([3, 1, 2], 7, batch_id=0) == {1: 3, 2: 2, 3: 2}
+    assert quotas([3, 1, 2], 7, batch_id=1) == {1: 2, 2: 3, 3: 2}
+    assert quotas([3, 1, 2], 7, batch_id=2) == {1: 2, 2: 2, 3: 3}
+    assert quotas([1, 2], -4, batch_id=0) == {1: 0, 2: 0}
+    assert sum(quotas(list(range(32)), 10, batch_id=5).values()) == 10
+
+
+def test_a_task_admits_known_series_and_new_ones_within_its_ranges_quota(tmp_path: Path) -> None:
+    p = plan(str(tmp_path), 0, 0, HOUR, max_series=3, partitions=[0, 1])
+    assert p.quotas == {0: 2, 1: 1}
+    task = TaskAdmission(p, [0, 1])
+    # range 0 reads a, c, a, d, a hiccup; range 1 reads a, b, e. a is new to range 1 too: the
+    # ranges decide apart, so no decision depends on how the consumer interleaves them
+    hiccup = encode_record(Hiccup("p", "c", T0, T0, 1, 1, 1))
+    values = [echo("a"), echo("a"), echo("b"), echo("e"), echo("c"), echo("a"), echo("d"), hiccup]
+    kafka = np.array([0, 1, 1, 1, 0, 0, 0, 0])
+    out = task.admit(rows(values), kafka, watermark_us=T0 - HOUR).to_pylist()
+    refused = [i for i, r in enumerate(out) if r["reason"] == SERIES_CAP]
+    # range 0 (quota 2): a and c in, d and the hiccup's series refused; range 1 (quota 1): a in
+    assert refused == [2, 3, 6, 7], out
+    assert [out[i]["topic"] for i in (0, 1, 4, 5)] == ["a", "a", "c", "a"]
+    for i in refused:
+        assert out[i]["rtype"] == "bad" and out[i]["cluster"] is None and out[i]["topic"] is None
+        assert out[i]["event_us"] == T0 - HOUR and out[i]["n"] == 1
+    task.save()
+    seen0 = admission._load_series(p.seen_path(0))
+    seen1 = admission._load_series(p.seen_path(1))
+    assert seen0 == {("c", "a", 0): T0, ("c", "c", 0): T0} and seen1 == {("c", "a", 0): T0}
+
+
+def test_the_book_carries_admitted_series_to_the_next_batch_and_a_replay_reuses_it(
+    tmp_path: Path,
+) -> None:
+    ck = str(tmp_path)
+    p0 = plan(ck, 0, 0, HOUR, max_series=2, partitions=[0])
+    t0 = TaskAdmission(p0, [0])
+    t0.admit(rows([echo("a"), echo("b"), echo("x")]), np.zeros(3, int), 0)
+    t0.save()
+    p1 = plan(ck, 1, 0, HOUR, max_series=2, partitions=[0])
+    assert p1.quotas == {0: 0}
+    assert admission.known_series(p1) == {("c", "a", 0), ("c", "b", 0)}
+    out = (
+        TaskAdmission(p1, [0]).admit(rows([echo("x"), echo("b")]), np.zeros(2, int), 0).to_pylist()
+    )
+    assert [r["reason"] for r in out] == [SERIES_CAP, None]
+    # a replay of batch 1 (the same offsets) plans the same book, though batch 1 saw more since
+    p1.seen_path(0).parent.mkdir()
+    admission._write_json(p1.seen_path(0), [["c", "z", 0, T0]])
+    assert plan(ck, 1, 0, HOUR, max_series=2, partitions=[0]) == p1
+    assert set(admission._load_series(p1.known_path())) == {("c", "a", 0), ("c", "b", 0)}
+    # older books are gone: the book holds one batch's series at a time
+    assert sorted(x.name for x in Path(p1.book).iterdir()) == ["known-1.json", "seen-1"]
+
+
+def test_a_series_leaves_the_book_when_its_coarsest_window_closed(tmp_path: Path) -> None:
+    ck = str(tmp_path)
+    p0 = plan(ck, 0, 0, HOUR, max_series=1, partitions=[0])
+    t = TaskAdmission(p0, [0])
+    t.admit(rows([echo("a", T0 + 5)]), np.zeros(1, int), 0)
+    t.save()
+    # the watermark reaches the end of a's hour: its rows leave Spark's state, a frees its place
+    still = plan(ck, 1, T0 + HOUR - 1, HOUR, max_series=1, partitions=[0])
+    assert admission.known_series(still) == {("c", "a", 0)} and still.quotas == {0: 0}
+    gone = plan(ck, 2, T0 + HOUR, HOUR, max_series=1, partitions=[0])
+    assert admission.known_series(gone) == set() and gone.quotas == {0: 1}
+
+
+def test_rows_without_a_series_are_never_refused(tmp_path: Path) -> None:
+    p = plan(str(tmp_path), 0, 0, HOUR, max_series=1, partitions=[0])
+    out = TaskAdmission(p, [0]).admit(rows([b"{bad", echo("a")]), np.zeros(2, int), 0)
+    assert out.schema == SOURCE_SCHEMA
+    assert [(r["rtype"], r["reason"]) for r in out.to_pylist()] == [
+        ("bad", "not_json"),
+        ("echo", None),
+    ]
+
+
+def test_the_source_stamps_each_slice_with_the_batch_plan(tmp_path: Path) -> None:
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "4").write_text('v1\n{"batchWatermarkMs":0}\n{"0":0}\n')
+    reader = KafkaEchoReader(
+        {
+            "bootstrap": "x:1",
+            "topic": "t",
+            "windows": WindowSpec.from_names("10s").to_option(),
+            "checkpoint": str(tmp_path),
+            "maxSeries": "5",
+            "maxInputPartitions": "2",
+        }
+    )
+    parts = reader.partitions({"0": 0, "1": 0, "2": 5}, {"0": 10, "1": 10, "2": 5})
+    assert len(parts) == 2
+    for part in parts:
+        assert part.series == admission.SeriesPlan(  # type: ignore[attr-defined]
+            str(tmp_path / "nines-series"), 4, {0: 3, 1: 2}
+        )
