@@ -211,7 +211,9 @@ class KafkaEchoReader(DataSourceStreamReader):
             deadline = time.monotonic() + TAIL_FETCH_TIMEOUT_S
             while time.monotonic() < deadline:
                 answered = not waiting
-                msgs = c.consume(FETCH_BATCH, 0 if answered else 0.1)
+                msgs = c.consume(FETCH_BATCH, 0)
+                if not msgs and not answered:
+                    msgs = c.consume(1, 0.1)  # back as soon as one record or EOF is there
                 for m in msgs:
                     p, o, err = m.partition(), m.offset(), m.error()
                     if err is None and p in tail and o >= tail[p]:
