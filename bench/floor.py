@@ -45,6 +45,8 @@ ECHO_PARTITIONS = 2
 #: Both engines get exactly these: one broker, the same topics.
 TOPICS = ((PROBE_TOPIC, PARTITIONS), (ECHO_TOPIC, ECHO_PARTITIONS))
 ENGINES = ("mock", "tansu")
+#: e2e quantiles are also reported per slice of this much intended time.
+SLICE_US = 5_000_000
 #: (extra ``probe.kafka`` settings) per pair of runs; the probe's consumer waits 10 ms by default.
 SETTINGS: tuple[dict[str, str], ...] = ({}, {"fetch.wait.max.ms": "1"})
 
@@ -63,9 +65,12 @@ def summarise(
     seqs that belong in the interval are known from any one echo: an echo that is not there is
     ``missing`` and a repeated one a duplicate; neither can hide in a count. A lost message
     counts in ``lost`` and with its loss timeout as e2e latency, as the monitor counts it.
+    The e2e quantiles are given per ``SLICE_US`` of intended time too: a floor that drifts
+    during the run shows.
     """
     seqs: dict[int, list[int]] = {}
     starts: dict[int, list[int]] = {}
+    slices: dict[int, list[int]] = {}
     e2e: list[int] = []
     send_lag: list[int] = []
     publish: list[int] = []
@@ -87,6 +92,7 @@ def summarise(
         latency = rec.latency_us("e2e")  # a lost message's is its loss timeout: never hidden
         if latency is not None:
             e2e.append(latency)
+            slices.setdefault((rec.intended_us - w0_us) // SLICE_US, []).append(latency)
         if rec.acked_us:
             publish.append(rec.acked_us - rec.intended_us)
     expected = missing = duplicates = 0
@@ -109,6 +115,10 @@ def summarise(
         "lost": lost,
         "bad_records": bad,
         "e2e_us": quantiles(e2e),
+        "e2e_us_by_slice": [
+            {"from_s": k * SLICE_US / 1e6, "echoes": len(v), **(quantiles(v) or {})}
+            for k, v in sorted(slices.items())
+        ],
         "send_lag_us": quantiles(send_lag),
         "publish_us": quantiles(publish),
     }
@@ -266,7 +276,7 @@ def run_floor(quick: bool = False, workdir: Path | None = None) -> dict[str, Any
     """Every engine with every setting, in one run; writes ``bench/results/floor.json``."""
     import tempfile
 
-    warmup_s, measure_s = (2.0, 8.0) if quick else (5.0, 30.0)
+    warmup_s, measure_s = (2.0, 8.0) if quick else (3.0, 20.0)
     started = time.perf_counter()
     runs: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="nines-floor-") as tmp:
@@ -298,7 +308,7 @@ def run_floor(quick: bool = False, workdir: Path | None = None) -> dict[str, Any
 def main(argv: list[str] | None = None) -> int:
     """CLI: ``python -m bench.floor [--quick]``."""
     ap = argparse.ArgumentParser(prog="python -m bench.floor", description=__doc__)
-    ap.add_argument("--quick", action="store_true", help="8 s per run instead of 30 s")
+    ap.add_argument("--quick", action="store_true", help="8 s per run instead of 20 s")
     args = ap.parse_args(argv)
     result = run_floor(quick=args.quick)
     failed = [k for k, r in result["runs"].items() if "error" in r]

@@ -822,6 +822,21 @@ def floor_section(data: Json) -> str:
         "shrink that part to at most 1 ms: what is left is the brokers' own cost and this "
         "machine's scheduling. On real Kafka the default already behaves like the 1 ms runs."
     )
+    drift = [
+        f"- {r.get('engine', key)}, {_settings_text(r) or 'defaults'}: p50 "
+        + ", ".join(_us(x.get("p50")) for x in r["e2e_us_by_slice"])
+        + "; max "
+        + ", ".join(_us(x.get("max")) for x in r["e2e_us_by_slice"])
+        for key, r in runs.items()
+        if r.get("e2e_us_by_slice")
+    ]
+    if drift:
+        first = next(r for r in runs.values() if r.get("e2e_us_by_slice"))
+        step = first["e2e_us_by_slice"][1]["from_s"] if len(first["e2e_us_by_slice"]) > 1 else 0
+        explain += (
+            f"\n\nThe same e2e latency by {step:g} s of the measured interval, in order (a floor "
+            "that drifts while the logs grow shows here):\n\n" + "\n".join(drift)
+        )
     return f"{FLOOR_TITLE}\n\n{intro}\n\n{table(header, rows)}\n\n{explain}\n"
 
 

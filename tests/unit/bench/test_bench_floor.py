@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from unittest.mock import patch
 
 from bench.floor import ENGINES, SETTINGS, run_key, summarise
 from bench.report import floor_section, headline_floor, render
@@ -52,6 +53,14 @@ def test_summary_counts_missing_duplicates_lost_and_takes_exact_quantiles() -> N
     e2e = sorted([1000 + k for k in range(10, 30)] * 2 + [1012])
     e2e.remove(1017)  # partition 1's seq 17 never came
     assert s["e2e_us"] == {"p50": e2e[19], "p99": e2e[-1], "p999": e2e[-1], "max": 1029}
+    # by slice of intended time (5 s here holds the whole interval; 0.1 s splits it in two)
+    assert [(x["from_s"], x["echoes"], x["max"]) for x in s["e2e_us_by_slice"]] == [(0.0, 40, 1029)]
+    with patch("bench.floor.SLICE_US", 100_000):
+        split = summarise(values, "floor-x", w0, w1, RATE_PP)["e2e_us_by_slice"]
+    assert [(x["from_s"], x["echoes"], x["max"]) for x in split] == [
+        (0.0, 20, 1019),
+        (0.1, 20, 1029),
+    ]
     # a lost echo inside the interval is counted, and its loss timeout is its latency
     values[15] = echo(0, 15, 0, lost=True)
     s = summarise(values, "floor-x", w0, w1, RATE_PP)
@@ -86,6 +95,10 @@ RESULT = {
             "messages": 29_990,
             "missing": 10,
             "e2e_us": {"p50": 4_200, "p99": 9_000, "p999": 12_100, "max": 20_500},
+            "e2e_us_by_slice": [
+                {"from_s": 0.0, "echoes": 5000, "p50": 3_000, "max": 9_000},
+                {"from_s": 5.0, "echoes": 5000, "p50": 80_000, "max": 400_000},
+            ],
         },
         "tansu fetch.wait.max.ms=1": {
             "engine": "tansu",
@@ -103,7 +116,8 @@ def test_report_puts_both_brokers_side_by_side(tmp_path: Path) -> None:
     tansu = [line for line in text.splitlines() if line.startswith("| tansu |")]
     assert "4.2 ms" in tansu[0] and "20.5 ms" in tansu[0] and "**10 missing**" in tansu[0]
     assert "**failed**: BrokerStartError" in tansu[1] and "`fetch.wait.max.ms: 1`" in tansu[1]
-    assert "fetch.wait.max.ms" in text.split("\n\n")[-1]  # the fetch-wait floor is explained
+    assert "fetch.wait.max.ms" in text  # the fetch-wait floor is explained
+    assert "- tansu, defaults: p50 3 ms, 80 ms; max 9 ms, 400 ms" in text  # drift by 5 s
     head = headline_floor({"floor": RESULT})
     assert "mock p50 **6.51 ms**" in head and "tansu p50 **4.2 ms**" in head
     assert "fetch.wait" not in head  # the headline compares the defaults only
