@@ -241,9 +241,11 @@ def run_engine(
             time.sleep(warmup_s)
             w0_us = time.time_ns() // 1000
             cpu0 = {"probe": cpu_s(proc.pid), "broker": cpu_s(broker.pid)}
+            t0 = time.monotonic()
+            w1_us = w0_us + int(measure_s * 1e6)  # whole slices; the sleep ends a bit later
             time.sleep(measure_s)
-            w1_us = time.time_ns() // 1000
             cpu1 = {"probe": cpu_s(proc.pid), "broker": cpu_s(broker.pid)}
+            cpu_wall_s = time.monotonic() - t0
             load = os.getloadavg()[0]
             code = proc.wait(tail_s + 60)
         finally:
@@ -252,7 +254,6 @@ def run_engine(
                 proc.wait()
         values = reader.finish(60)
     out = summarise(values, probe_id, w0_us, w1_us, RATE_TOTAL / PARTITIONS)
-    wall_s = (w1_us - w0_us) / 1e6
     stopped = [line for line in log if " stopped: " in line]
     unresolved = re.search(r"unresolved=(\d+)", stopped[-1]) if stopped else None
     return {
@@ -261,10 +262,10 @@ def run_engine(
         "rate_total_per_s": RATE_TOTAL,
         "partitions": PARTITIONS,
         "size_bytes": SIZE,
-        "measured_s": round(wall_s, 2),
+        "measured_s": round((w1_us - w0_us) / 1e6, 2),
         **out,
         "probe_unresolved_at_stop": int(unresolved.group(1)) if unresolved else None,
-        "cpu_pct_of_core": {k: round((cpu1[k] - cpu0[k]) / wall_s * 100, 1) for k in cpu0},
+        "cpu_pct_of_core": {k: round((cpu1[k] - cpu0[k]) / cpu_wall_s * 100, 1) for k in cpu0},
         "reader_error": reader.error,
         "probe_exit_code": code,
         "probe_log_tail": log[-3:],
