@@ -20,7 +20,7 @@ from typing import Any
 from bench.machine import RESULTS_DIR, PartSkipped, machine_facts
 
 ROOT = Path(__file__).resolve().parent.parent
-PARTS = ("accuracy", "co", "probe", "aggregation", "stream", "health")
+PARTS = ("accuracy", "co", "probe", "aggregation", "stream", "health", "floor")
 
 
 def _accuracy(quick: bool) -> None:
@@ -88,6 +88,16 @@ def _health(quick: bool) -> None:
     _pytest_bench("tests/bench/test_stream_freshness_bench.py", "stream_health.json", quick, 480)
 
 
+def _floor(quick: bool) -> None:
+    """The end-to-end floor on the mock and on Tansu, side by side (``bench.floor``)."""
+    from bench.floor import run_floor
+
+    result = run_floor(quick=quick)
+    failed = {k: r["error"] for k, r in result["runs"].items() if "error" in r}
+    if failed:
+        raise RuntimeError(f"floor runs failed (JSON kept): {failed}")
+
+
 RUNNERS: dict[str, Callable[[bool], None]] = {
     "accuracy": _accuracy,
     "co": _co,
@@ -95,6 +105,7 @@ RUNNERS: dict[str, Callable[[bool], None]] = {
     "stream": _stream,
     "health": _health,
     "aggregation": _aggregation,
+    "floor": _floor,
 }
 
 

@@ -16,6 +16,11 @@ are decided here so that nothing is lost silently:
 * **The series cap**: a read task admits rows of new (cluster, topic, partition) series only
   within its range's share of ``maxSeries`` (``streaming.admission``, deterministic on replays);
   the rest become counted ``bad``/``series_cap`` rows.
+* **The log's end**: a batch ends at the offset after the last record, which ``latestOffset``
+  takes from a Fetch, not from ListOffsets alone: Tansu 0.6.0 answers ListOffsets with the last
+  record batch's base offset + 1 (docs/brokers.md). The end is logged by Spark before the batch
+  runs and ``read()`` stops there, so a record that arrives later belongs to the next batch on
+  every replay too.
 """
 
 from __future__ import annotations
@@ -57,6 +62,9 @@ def spark_schema() -> Any:
 
 #: Seconds without records before checking whether retention removed the ones we wait for.
 IDLE_RECHECK_S = 2.0
+#: Seconds ``latestOffset`` waits for the Fetch that finds the log's end before planning with
+#: ListOffsets' answer alone (a batch that ends early only delays the rest to the next one).
+TAIL_FETCH_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -198,20 +206,63 @@ class KafkaEchoReader(DataSourceStreamReader):
             for p in sorted(parts)
         }
 
+    def _log_ends(self, marks: dict[str, tuple[int, int]]) -> dict[str, int]:
+        """The offset after each partition's last record, found by fetching the log's tail.
+
+        ListOffsets' high watermark ``h`` is the log end on Kafka and the mock, but the last
+        record batch's base offset + 1 on Tansu 0.6.0 (docs/brokers.md). A Fetch from ``h - 1``
+        answers at once on every broker (a record is there) with the whole batch holding it,
+        queued all together, so the records delivered show the end. Only delivered records
+        count, so the end never passes one a consumer cannot read. A partition with no answer
+        within ``TAIL_FETCH_TIMEOUT_S`` keeps ``h``: its rest comes one batch later, never lost.
+        """
+        from confluent_kafka import KafkaError, TopicPartition
+
+        ends = {p: high for p, (_, high) in marks.items()}
+        tail = {int(p): high - 1 for p, (low, high) in marks.items() if high > low}
+        if not tail:
+            return ends
+        c = self._client
+        c.assign([TopicPartition(self.topic, p, o) for p, o in tail.items()])
+        waiting = set(tail)
+        try:
+            deadline = time.monotonic() + TAIL_FETCH_TIMEOUT_S
+            while time.monotonic() < deadline:
+                answered = not waiting
+                msgs = c.consume(FETCH_BATCH, 0)
+                if not msgs and not answered:
+                    msgs = c.consume(1, 0.1)  # back as soon as one record or EOF is there
+                for m in msgs:
+                    p, o, err = m.partition(), m.offset(), m.error()
+                    if err is None and p in tail and o >= tail[p]:
+                        ends[str(p)] = max(ends[str(p)], o + 1)
+                    elif err and err.code() == KafkaError._PARTITION_EOF and o > tail.get(p, o):
+                        ends[str(p)] = max(ends[str(p)], o)  # the fetch position met the end
+                    else:
+                        continue  # an error (ListOffsets' answer stands) or a leftover
+                    waiting.discard(p)
+                if answered and len(msgs) < FETCH_BATCH:
+                    break  # what came with the answers is read: the queue ran dry
+        finally:
+            c.unassign()
+        return ends
+
     def initialOffset(self) -> dict:
-        """Earliest or latest offsets of every partition."""
+        """Earliest offsets or log ends of every partition."""
         marks = self._watermarks()
-        pick = 0 if self.starting == "earliest" else 1
-        return {p: marks[p][pick] for p in marks}
+        if self.starting == "earliest":
+            return {p: marks[p][0] for p in marks}
+        return self._log_ends(marks)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """``maxRecordsPerBatch`` bounds each micro-batch."""
         return ReadMaxRows(self.max_rows)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        """High watermarks, capped so one batch reads at most the limit's rows."""
+        """Log ends, capped so one batch reads at most the limit's rows."""
         marks = self._watermarks()
-        end = {p: max(marks[p][1], start.get(p, 0)) for p in marks}
+        ends = self._log_ends(marks)
+        end = {p: max(ends[p], start.get(p, 0)) for p in marks}
         if isinstance(limit, ReadAllAvailable) or not isinstance(limit, ReadMaxRows):
             return end
         budget = limit.max_rows

@@ -88,17 +88,6 @@ def consumer(bootstrap: str, **conf: Any) -> Consumer:
     return Consumer(_kafka_conf(bootstrap, defaults, conf))
 
 
-def whole_log_conf(cluster: object) -> dict[str, Any]:
-    """Producer settings under which ``cluster``'s high watermark is the log end offset.
-
-    Tansu 0.6.0 answers ListOffsets(latest) with the last record batch's base offset + 1, not
-    the log end (docs/brokers.md), so a reader that stops at the high watermark, as ours and
-    Spark's Kafka source do, misses the rest of the newest batch until another batch arrives.
-    One record per batch makes the two the same; the mock and Kafka need nothing.
-    """
-    return {"batch.num.messages": 1} if getattr(cluster, "engine", None) == "tansu" else {}
-
-
 _SEQ = itertools.count()
 
 
@@ -131,5 +120,4 @@ __all__ = [
     "producer",
     "unique_topic",
     "wait_for",
-    "whole_log_conf",
 ]

@@ -34,10 +34,13 @@ def records_of(
     bootstrap: str, probe_id: str, timeout_s: float = 20
 ) -> tuple[list[Echo], list[Hiccup]]:
     """Every record of one probe on the echo topic, read to its end: nothing is missed or
-    collapsed, so duplicates show. Call it after the probe has stopped (and flushed)."""
-    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+    collapsed, so duplicates show. Call it after the probe has stopped (and flushed).
 
-    c = consumer(bootstrap)
+    The end is where a Fetch finds it (partition EOF), past ListOffsets' high watermark, which
+    on Tansu 0.6.0 stops at the last record batch's base offset + 1 (docs/brokers.md)."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+
+    c = consumer(bootstrap, **{"enable.partition.eof": True})
     parts = sorted(c.list_topics("nines.echoes", timeout=10).topics["nines.echoes"].partitions)
     todo = {}
     for p in parts:
@@ -52,9 +55,10 @@ def records_of(
         assert time.monotonic() < deadline, f"echo topic not read to its end: {todo}"
         for m in c.consume(2000, 0.5):
             if m.error():
+                eof = m.error().code() == KafkaError._PARTITION_EOF
+                if eof and m.offset() >= todo.get(m.partition(), 0):
+                    todo.pop(m.partition(), None)
                 continue
-            if m.offset() >= todo.get(m.partition(), 0) - 1:
-                todo.pop(m.partition(), None)
             rec = decode_record(m.value())
             if rec.probe == probe_id:
                 (echoes if isinstance(rec, Echo) else hiccups).append(rec)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer, TopicPartition
 from kafka_cluster import consumer, producer, wait_for
 
 from testbroker import EmbeddedBroker
@@ -212,9 +212,9 @@ def test_tansu_dying_ends_nines_broker_and_nines_dying_ends_tansu(tmp_path: Path
 
 
 def test_high_watermark_quirk_is_pinned(tansu_broker: EmbeddedBroker) -> None:
-    """Tansu 0.6.0 reports the last batch's base offset + 1 as high watermark (Kafka: the log
-    end). docs/brokers.md and tests' whole_log_conf depend on it; when Tansu fixes it, this
-    fails: drop the workaround then."""
+    """Tansu 0.6.0 answers ListOffsets(latest) with the last batch's base offset + 1 (Kafka: the
+    log end), while its Fetch responses carry the true end. The stream source finds the end by
+    a Fetch for this reason (docs/brokers.md); when Tansu fixes it, this fails: say so there."""
     from kafka_cluster import unique_topic
 
     topic = unique_topic(tansu_broker, 1)
@@ -222,7 +222,18 @@ def test_high_watermark_quirk_is_pinned(tansu_broker: EmbeddedBroker) -> None:
     for _ in range(5):
         prod.produce(topic, value=b"v", partition=0)
     assert prod.flush(10) == 0  # one batch, offsets 0..4
-    cons = consumer(tansu_broker.bootstrap)
+    cons = consumer(tansu_broker.bootstrap, **{"enable.partition.eof": True})
     _, high = cons.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
-    cons.close()
     assert high == 1  # Kafka: 5
+    cons.assign([TopicPartition(topic, 0, 0)])
+    got, eof = [], None
+    deadline = time.monotonic() + 10
+    while eof is None and time.monotonic() < deadline:
+        for m in cons.consume(100, 0.5):
+            if m.error() is None:
+                got.append(m.offset())
+            elif m.error().code() == KafkaError._PARTITION_EOF:
+                eof = m.offset()
+    _, fetched = cons.get_watermark_offsets(TopicPartition(topic, 0), cached=True)
+    cons.close()
+    assert (got, eof, fetched) == ([0, 1, 2, 3, 4], 5, 5)  # Fetch: every record, the true end

@@ -8,7 +8,7 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
-from kafka_cluster import consumer, producer, unique_topic, whole_log_conf
+from kafka_cluster import consumer, producer, unique_topic
 
 from core.echo import Echo, Hiccup, encode_record
 from core.hdr import HdrLayout, SparseHistogram, rank_for_quantile
@@ -103,7 +103,7 @@ def test_oracle_windows_late_and_bad(any_broker: Any, spark: Any) -> None:
     t0 = (int(time.time()) // 3600 * 3600 - 7200) * 1_000_000  # aligned, two hours ago
     echoes, hiccups = dataset(t0)
     end_us = t0 + MINUTES * 60_000_000
-    conf = {"linger.ms": 20, "compression.type": "lz4", **whole_log_conf(broker)}
+    conf = {"linger.ms": 20, "compression.type": "lz4"}  # batches of many records
     prod = producer(broker.bootstrap, **conf)
     for i, rec in enumerate([*echoes, *hiccups]):
         prod.produce(topic, key=str(i % 7), value=encode_record(rec))

@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from kafka_cluster import producer, unique_topic, whole_log_conf
+from kafka_cluster import producer, unique_topic
 
 from core.echo import Echo, encode_record
 from streaming.archive import read_windows
@@ -72,7 +72,7 @@ def test_sigkill_and_restart_counts_every_echo_once(any_broker: Any, tmp_path: P
     broker = any_broker  # the mock, then Tansu
     topic = unique_topic(broker, 2)
     t0 = (int(time.time()) // 60 * 60 - 3600) * 1_000_000
-    prod = producer(broker.bootstrap, **whole_log_conf(broker))
+    prod = producer(broker.bootstrap)
     expected: Counter[int] = Counter()
 
     def send(seqs: range) -> None:

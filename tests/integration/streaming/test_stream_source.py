@@ -101,6 +101,43 @@ def test_offsets_and_read_limits(broker: Any) -> None:
         latest.stop()
 
 
+def test_batches_end_at_the_last_record_not_at_list_offsets(any_broker: Any) -> None:
+    """Tansu 0.6.0's ListOffsets says the last record batch's base offset + 1 (docs/brokers.md):
+    with normal producer batching every record is still planned and read, exactly once."""
+    broker = any_broker  # the mock, then Tansu
+    topic = unique_topic(broker, 2)
+    p = producer(broker.bootstrap, linger_ms=100)
+
+    def batch(seqs: range) -> None:  # one record batch per call (linger, one partition)
+        for i in seqs:
+            p.produce(topic, echo(i, T0 + i), partition=0)
+        assert p.flush(10) == 0
+
+    batch(range(0, 5))  # offsets 0..4; partition 1 stays empty
+    r = reader(broker.bootstrap, topic, startingOffsets="earliest")
+    latest = reader(broker.bootstrap, topic)
+    try:
+        assert latest.initialOffset() == {"0": 5, "1": 0}
+        start = r.initialOffset()
+        first = r.latestOffset(start, ReadAllAvailable())
+        assert first == {"0": 5, "1": 0}
+        assert r.latestOffset(first, ReadAllAvailable()) == first  # idle: no batch
+        batch(range(5, 8))  # offsets 5..7
+        # a capped batch ends inside the newest record batch, the next starts there
+        capped = r.latestOffset(first, ReadMaxRows(2))
+        assert capped == {"0": 7, "1": 0}
+        last = r.latestOffset(capped, ReadAllAvailable())
+        assert last == {"0": 8, "1": 0}
+        got = [
+            read_all(r, one(a["0"], b["0"], 0))["intended_us"].to_pylist()
+            for a, b in ((start, first), (first, capped), (capped, last))
+        ]
+        assert got == [[T0 + i for i in range(0, 5)], [T0 + 5, T0 + 6], [T0 + 7]]
+    finally:
+        r.stop()
+        latest.stop()
+
+
 def test_batch_watermark_comes_from_the_newest_offset_log_entry(tmp_path: Path) -> None:
     assert batch_watermark_us(None) == 0
     assert batch_watermark_us(str(tmp_path)) == 0  # no offset log yet: the first batch
