@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "probes.cli",
     "monitor.pipeline",  # nines stream: the stream stage with the exporter as its sink
     "monitor.demo",
+    "monitor.compare",
     "monitor.report.cli",
     "monitor.alerts.cli",
     "dashboards.cli",

@@ -21,7 +21,7 @@ from probe_runs import (
     ctrl_z,
     records_of,
 )
-from real_servers import NatsServer, RabbitServer, RedisServer, Server
+from real_servers import NatsServer, RabbitServer, RedisServer, Server, require
 
 from probes import ProbeAgent, ProbeConfig
 from probes.transport import open_transport
@@ -41,7 +41,7 @@ TOPICS = ("nines.probe", "nines.naive")
 @pytest.fixture(scope="module")
 def rabbit_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitServer]:
     """One RabbitMQ node for the module: its start takes seconds."""
-    server = RabbitServer(tmp_path_factory.mktemp("rabbitmq"))
+    server = require(RabbitServer(tmp_path_factory.mktemp("rabbitmq")))
     try:
         server.start()
         yield server
@@ -60,7 +60,7 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
             rabbit.declare_queue(topic)
         yield rabbit
         return
-    srv = cls(tmp_path)
+    srv = require(cls(tmp_path))
     srv.start()
     try:
         if isinstance(srv, NatsServer) and settings.get("nats_jetstream"):

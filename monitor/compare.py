@@ -1,0 +1,318 @@
+"""``nines compare``: the essays' four-broker comparison, live, through the whole pipeline.
+
+Kafka (a test broker: librdkafka's mock cluster, or Tansu), NATS, Redis pub/sub and RabbitMQ
+(publisher confirms) are started here, on this host, and probed one after the other at the
+essays' configurations, scaled to this machine. Every probe publishes its echoes to one Kafka
+echo cluster and one stream job (Spark included) keeps the histograms; the curves and the table
+are read from merged closed windows, never from averaged quantiles. The essays' own caveats hold
+and are printed with the results: one host for all (the systems, the probes and Spark share two
+cores), single nodes, and a test broker for Kafka.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from core.config import ConfigError, build
+from core.hdr import REPORTED_QUANTILES, min_samples_for, quantile_label
+from core.units import parse_duration_s, parse_size_bytes
+from core.windows import ALL_PARTITIONS, WindowHistogram, merge_all
+
+EXAMPLES = """examples:
+  nines compare                                   # all four systems, the four cases, 30 s each
+  nines compare --systems nats,redis --cases 1KiB@3000 --duration 10s --out /tmp/cmp
+"""
+
+#: The systems, in the order they are run and drawn.
+SYSTEMS = ("kafka", "nats", "redis", "rabbitmq")
+#: Caveats printed with every result: the essays' own, and this machine's.
+CAVEATS = (
+    "same host: every system, every probe and the Spark job share this machine's cores",
+    "single nodes: no replication, no network between client and server",
+    "Kafka is a test broker (librdkafka's mock cluster, or Tansu), not Apache Kafka",
+    "rates scaled to this machine: the essays ran one producer per broker host",
+)
+#: Event-time slack of the comparison's stream job: every window closes soon after its end.
+WINDOW, WATERMARK_S = "10s", 2.0
+#: Seconds a message may take before the probe counts it lost (short: runs are short).
+LOSS_TIMEOUT = "5s"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One configuration: a payload size at a fixed rate (open loop)."""
+
+    size_bytes: int
+    rate: float
+
+    @property
+    def key(self) -> str:
+        """Label-safe name, e.g. ``1024B-3000``."""
+        return f"{self.size_bytes}B-{self.rate:g}"
+
+    @property
+    def label(self) -> str:
+        """As the table says it, e.g. ``1024 B at 3,000 msgs/s``."""
+        return f"{self.size_bytes:,} B at {self.rate:,.0f} msgs/s"
+
+    @classmethod
+    def parse(cls, text: str) -> Case:
+        """``SIZE@RATE``, e.g. ``1KiB@3000``."""
+        size, sep, rate = text.partition("@")
+        if not sep:
+            raise ConfigError(f"cases: expected SIZE@RATE like 1KiB@3000 (got {text!r})")
+        try:
+            return cls(parse_size_bytes(size.strip()), float(rate))
+        except ValueError as exc:
+            raise ConfigError(f"cases: {exc} (in {text!r})") from None
+
+
+#: The essays' configurations (256 B, 1 KB, 5 KB at 3,000/s-class rates, then 1 KB at 20,000/s),
+#: at rates this 2-core host sustains beside Spark.
+CASES = (Case(256, 3000), Case(1024, 3000), Case(5120, 2000), Case(1024, 20000))
+
+
+def cluster_label(system: str, case: Case) -> str:
+    """The probe's ``cluster`` label: which system and case a series belongs to."""
+    return f"compare.{system}.{case.key}"
+
+
+def summarise(hist_by_label: dict[str, WindowHistogram]) -> dict[str, dict[str, Any]]:
+    """Per label: samples, lost, the reported quantiles its sample count supports, and the max."""
+    out: dict[str, dict[str, Any]] = {}
+    for label, w in hist_by_label.items():
+        total = w.hist.total
+        row: dict[str, Any] = {"samples": total, "lost": w.lost, "max_s": w.hist.max_us / 1e6}
+        for q in REPORTED_QUANTILES:
+            enough = total >= min_samples_for(q)
+            row[quantile_label(q)] = w.hist.value_at_quantile(q) / 1e6 if enough else None
+        out[label] = row
+    return out
+
+
+def markdown(result: dict[str, Any], img_dir: str | None = None) -> str:
+    """The four-system table per case (ms), each with its plot when ``img_dir`` is given."""
+    labels = [quantile_label(q) for q in REPORTED_QUANTILES]
+    lines = [
+        f"Each system probed for {result['duration_s']:g} s per case (open loop, latency from the "
+        "intended send time), end to end through the stream job. Caveats: "
+        + "; ".join(result["caveats"])
+        + ".",
+        "",
+    ]
+    for case in result["cases"]:
+        lines.append(f"**{case['label']}**\n")
+        if img_dir:
+            lines.append(f"![latency by percentile, {case['label']}]({img_dir}/{case['plot']})\n")
+        lines.append("| system | samples | lost | " + " | ".join(labels) + " | max |")
+        lines.append("|---" * (len(labels) + 4) + "|")
+        for system, row in case["systems"].items():
+            cells = ["—" if row[x] is None else f"{row[x] * 1e3:.3f}" for x in labels]
+            lines.append(
+                f"| {system} | {row['samples']:,} | {row['lost']:,} | "
+                + " | ".join(cells)
+                + f" | {row['max_s'] * 1e3:.3f} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def run_compare(
+    systems: Sequence[str],
+    cases: Sequence[Case],
+    duration_s: float,
+    out_dir: Path,
+    say: Callable[[str], None] = print,
+    kafka_engine: str = "mock",
+) -> dict[str, Any]:
+    """Start each system, probe it at every case, merge the closed windows; write JSON and plots."""
+    from monitor.report.plot import write_plot
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="nines-compare-") as tmp:
+        windows = _run_all(systems, cases, duration_s, Path(tmp), say, kafka_engine)
+    result: dict[str, Any] = {
+        "duration_s": duration_s,
+        "kafka_engine": kafka_engine,
+        "caveats": list(CAVEATS),
+        "cases": [],
+    }
+    for case in cases:
+        merged = {
+            system: merge_all(windows[cluster_label(system, case)])
+            for system in systems
+            if windows.get(cluster_label(system, case))
+        }
+        missing = [s for s in systems if s not in merged]
+        if missing:
+            raise RuntimeError(f"{case.label}: no closed window from {', '.join(missing)}")
+        plot = f"compare-{case.key}.png"
+        write_plot(merged, out_dir / plot, f"end-to-end latency by percentile, {case.label}")
+        result["cases"].append(
+            {"key": case.key, "label": case.label, "plot": plot, "systems": summarise(merged)}
+        )
+    (out_dir / "compare.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def _run_all(
+    systems: Sequence[str],
+    cases: Sequence[Case],
+    duration_s: float,
+    tmp: Path,
+    say: Any,
+    kafka_engine: str,
+) -> dict[str, list[WindowHistogram]]:
+    """The echo cluster and stream job once; each system in turn; then close the last windows."""
+    from monitor.pipeline import StreamPipeline
+    from monitor.processes import jvm_output_to
+    from streaming.config import StreamConfig
+    from testbroker import EmbeddedBroker
+
+    windows: dict[str, list[WindowHistogram]] = defaultdict(list)
+    wanted = {cluster_label(s, c) for s in systems for c in cases}
+
+    def on_batch(_batch_id: int, closed: list[WindowHistogram], _counters: Any) -> None:
+        for w in closed:
+            s = w.series
+            if s.cluster in wanted and s.kind == "e2e" and s.partition == ALL_PARTITIONS:
+                windows[s.cluster].append(w)
+
+    # the echo cluster is the mock: it ingests every system's echoes at 20,000/s without strain
+    with EmbeddedBroker(topics=[("nines.echoes", 2), ("nines.probe", 1)]) as echo:
+        say(f"echo cluster {echo.bootstrap}; stream job starting (logs in {tmp})")
+        config = build(
+            StreamConfig,
+            {
+                "bootstrap": echo.bootstrap,
+                "windows": WINDOW,
+                "watermark": f"{WATERMARK_S:g}s",
+                "trigger": "1s",
+                "starting_offsets": "earliest",
+                "metrics_port": 0,
+                "master": "local[2]",
+                "checkpoint": str(tmp / "checkpoint"),
+            },
+        )
+        job = StreamPipeline(config, on_batch=on_batch)
+        with jvm_output_to(tmp / "spark.log"):
+            job.start(serve=False)
+        try:
+            for system in systems:
+                with _target(system, tmp, kafka_engine) as url:
+                    for case in cases:
+                        say(f"{system}: {case.label} for {duration_s:g} s")
+                        _probe(
+                            url, echo.bootstrap, cluster_label(system, case), case, duration_s, tmp
+                        )
+            # no echo after the last run would ever close its windows: a slow probe of the echo
+            # cluster itself moves event time past them
+            clock_s = parse_duration_s(WINDOW) + WATERMARK_S + 8
+            _probe(echo.bootstrap, echo.bootstrap, "compare.clock", Case(64, 20), clock_s, tmp)
+            deadline = time.monotonic() + 60
+            while not wanted <= set(windows) and time.monotonic() < deadline:
+                time.sleep(1)
+        finally:
+            job.stop()
+    return windows
+
+
+@contextlib.contextmanager
+def _target(system: str, tmp: Path, kafka_engine: str) -> Iterator[str]:
+    """The system's server, started for the comparison; yields the probe's ``--bootstrap``."""
+    if system == "kafka":
+        from testbroker import EmbeddedBroker
+
+        engine: Literal["mock", "tansu"] = "tansu" if kafka_engine == "tansu" else "mock"
+        with EmbeddedBroker(engine=engine, brokers=1, topics=[("nines.probe", 1)]) as kafka:
+            yield kafka.bootstrap
+        return
+    from testbroker.servers import SERVERS, RabbitServer
+
+    (tmp / system).mkdir(parents=True, exist_ok=True)
+    server = SERVERS[system](tmp / system).start()
+    try:
+        if isinstance(server, RabbitServer):
+            server.declare_queue("nines.probe")  # the probe never creates the queue it reads
+        yield server.url
+    finally:
+        if isinstance(server, RabbitServer):
+            server.close()
+        else:
+            server.stop()
+
+
+def _probe(url: str, echo: str, cluster: str, case: Case, duration_s: float, tmp: Path) -> None:
+    """One probe process for ``duration_s``, open loop, then its drain; fails on a bad exit."""
+    log = tmp / f"{cluster}.log"
+    cmd = [
+        sys.executable, "-m", "monitor", "probe", "--bootstrap", url, "--echo-bootstrap", echo,
+        "--rate", f"{case.rate:g}", "--size", str(case.size_bytes), "--cluster", cluster,
+        "--probe-id", cluster, "--duration", f"{duration_s:g}s", "--loss-timeout", LOSS_TIMEOUT,
+        "--metrics-port", "0",
+    ]  # fmt: skip
+    with log.open("ab") as err:
+        proc = subprocess.run(
+            cmd, stdout=subprocess.DEVNULL, stderr=err, timeout=duration_s + 120, check=False
+        )
+    if proc.returncode != 0:
+        tail = log.read_text(errors="replace")[-800:]
+        raise RuntimeError(f"probe {cluster} exited {proc.returncode}: {tail}")
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``compare`` subcommand."""
+    p = sub.add_parser(
+        "compare",
+        help="probe Kafka, NATS, Redis and RabbitMQ side by side (the essays' comparison, live)",
+        description=__doc__,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated (default: all)")
+    p.add_argument(
+        "--cases",
+        default=",".join(f"{c.size_bytes}B@{c.rate:g}" for c in CASES),
+        help="comma-separated SIZE@RATE (default: the essays' four, scaled)",
+    )
+    p.add_argument("--duration", default="30s", help="per system and case (default 30s)")
+    p.add_argument(
+        "--kafka-engine",
+        choices=("mock", "tansu"),
+        default="mock",
+        help="the Kafka test broker (default mock: Tansu 0.6 falls behind at these rates)",
+    )
+    p.add_argument("--out", default="nines-compare", help="directory for compare.json and plots")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate the flags, run the comparison, print the table."""
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = [s for s in systems if s not in SYSTEMS]
+    if unknown or not systems:
+        raise ConfigError(f"systems: expected some of {', '.join(SYSTEMS)} (got {args.systems!r})")
+    cases = [Case.parse(c) for c in args.cases.split(",") if c.strip()]
+    if not cases:
+        raise ConfigError("cases: at least one SIZE@RATE")
+    try:
+        duration_s = parse_duration_s(args.duration)
+    except ValueError as exc:
+        raise ConfigError(f"duration: {exc}") from None
+    if duration_s < 5:
+        raise ConfigError(f"duration: at least 5s per run (got {args.duration!r})")
+    result = run_compare(systems, cases, duration_s, Path(args.out), kafka_engine=args.kafka_engine)
+    print(markdown(result))
+    print(f"plots and compare.json in {args.out}")
+    return 0
