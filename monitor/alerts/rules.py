@@ -384,8 +384,19 @@ def _pipeline_alerts(sla: SlaConfig) -> list[dict[str, Any]]:
             "NinesBadEchoes",
             f"sum by (reason) (increase(nines_bad_echoes_total[{PIPELINE_RANGE}])) > 0",
             "ticket",
-            "malformed echo records skipped",
-            "{{ $value | humanize }} malformed echo records skipped ({{ $labels.reason }}).",
+            "echo records counted and skipped",
+            "{{ $value | humanize }} echo records skipped ({{ $labels.reason }}): malformed, "
+            "from a clock ahead, or beyond the series cap (series_cap).",
+        ),
+        rule(
+            "NinesProbeBrokerUnprobed",
+            "max by (cluster) (nines_probe_brokers_unprobed) > 0",
+            "ticket",
+            "a broker leads no probe partition: its latency is not measured",
+            "{{ $value }} broker(s) of {{ $labels.cluster }} lead no partition of the probe "
+            "topic, so nothing measures them: add partitions (or run the probe with "
+            "--manage-topic).",
+            "10m",
         ),
     ]
     if sla.probe_hiccup_max is not None:

@@ -75,7 +75,11 @@ COUNTER_FAMILIES: dict[str, tuple[str, str, list[str]]] = {
     "echoes": ("nines_echoes", "Echoes counted in closed windows.", TOPIC_LABELS),
     "lost": ("nines_lost", "Echoes of lost probe messages.", TOPIC_LABELS),
     "late": ("nines_late_echoes", "Echoes behind the watermark.", TOPIC_LABELS),
-    "bad": ("nines_bad_echoes", "Malformed echo records skipped.", ["reason"]),
+    "bad": (
+        "nines_bad_echoes",
+        "Echo records counted and skipped, by reason (malformed, future, series_cap).",
+        ["reason"],
+    ),
     "overflow": (
         "nines_latency_overflow",
         "Samples above the histogram's highest trackable value.",

@@ -615,8 +615,36 @@ def test_a_partition_scoped_objective_has_no_broker_alert() -> None:
         }
     )
     rules = render_rules(sla)
-    broker = [r for g in rules["groups"] for r in g["rules"] if "Broker" in r.get("alert", "")]
+    broker = [
+        r
+        for g in rules["groups"]
+        for r in g["rules"]
+        if r.get("alert", "").startswith("NinesBroker")
+    ]
     assert [(r["alert"], r["labels"]["slo"]) for r in broker] == [
         ("NinesBrokerLatencyMaxHigh", "m")
     ]
     assert 'topic="t"' in broker[0]["expr"] and "partition" not in broker[0]["expr"]
+
+
+def test_a_broker_leading_no_probe_partition_is_a_ticket(
+    rules: dict[str, Any], run_rule_tests: RunTests
+) -> None:
+    """A broker that joined and leads nothing is visible after 10 minutes, per cluster."""
+    run_rule_tests(
+        rules,
+        [
+            case(
+                [
+                    series("nines_probe_brokers_unprobed", {"cluster": "c1"}, "0 0 1x20"),
+                    series("nines_probe_brokers_unprobed", {"cluster": "c2"}, "0x22"),
+                ],
+                alert_test("NinesProbeBrokerUnprobed", "8m", []),  # pending for 10m
+                alert_test(
+                    "NinesProbeBrokerUnprobed",
+                    "13m",
+                    [expected(rules, "NinesProbeBrokerUnprobed", {"cluster": "c1"}, "1")],
+                ),
+            )
+        ],
+    )
