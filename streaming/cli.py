@@ -95,7 +95,7 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
             config.echo_topic,
             bootstrap=config.bootstrap,
             field="echo_topic",
-            hint="create it (nines probe creates nothing)",
+            hint="create it (or run nines probe --manage-topic)",
             timeout_s=timeout_s,
         )
     finally:

@@ -87,7 +87,7 @@ def test_missing_echo_topic_exits_2_before_spark(
     err = capsys.readouterr().err
     assert err == (
         f"nines stream: error: echo_topic: unknown topic 'no.such.echoes' on {broker.bootstrap}; "
-        "create it (nines probe creates nothing)\n"
+        "create it (or run nines probe --manage-topic)\n"
     )
     assert no_spark == []
     echoes = unique_topic(broker, 2, prefix="echoes")
