@@ -20,7 +20,7 @@ from typing import Any
 from bench.machine import RESULTS_DIR, PartSkipped, machine_facts
 
 ROOT = Path(__file__).resolve().parent.parent
-PARTS = ("accuracy", "co", "probe", "aggregation", "stream", "health", "floor")
+PARTS = ("accuracy", "co", "probe", "aggregation", "stream", "health", "floor", "compare")
 
 
 def _accuracy(quick: bool) -> None:
@@ -98,6 +98,14 @@ def _floor(quick: bool) -> None:
         raise RuntimeError(f"floor runs failed (JSON kept): {failed}")
 
 
+def _compare(quick: bool) -> None:
+    """Kafka, NATS, Redis and RabbitMQ side by side through the pipeline (``nines compare``)."""
+    from monitor.compare import CASES, SYSTEMS, Case, run_compare
+
+    cases = [Case(256, 1000)] if quick else list(CASES)
+    run_compare(SYSTEMS, cases, 10.0 if quick else 30.0, RESULTS_DIR)
+
+
 RUNNERS: dict[str, Callable[[bool], None]] = {
     "accuracy": _accuracy,
     "co": _co,
@@ -106,6 +114,7 @@ RUNNERS: dict[str, Callable[[bool], None]] = {
     "health": _health,
     "aggregation": _aggregation,
     "floor": _floor,
+    "compare": _compare,
 }
 
 

@@ -186,7 +186,8 @@ def _run_all(
     def on_batch(_batch_id: int, closed: list[WindowHistogram], _counters: Any) -> None:
         for w in closed:
             s = w.series
-            if s.cluster in wanted and s.kind == "e2e" and s.partition == ALL_PARTITIONS:
+            topic_wide = s.partition == ALL_PARTITIONS and not s.broker  # not a broker rollup
+            if s.cluster in wanted and s.kind == "e2e" and topic_wide:
                 windows[s.cluster].append(w)
 
     # the echo cluster is the mock: it ingests every system's echoes at 20,000/s without strain

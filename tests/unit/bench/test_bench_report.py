@@ -299,3 +299,27 @@ def test_soak_section_and_headline_come_from_the_json(tmp_path: Path) -> None:
     assert headline_soak({}) == "- Probe soak: not run (`make soak`, hours)."
     doc = render({**FIXTURE, "soak": SOAK}, tmp_path / "img", tmp_path / "s.md")
     assert "## Probe soak: hours against the embedded broker" in doc
+
+
+def test_compare_section_is_the_four_system_table_from_the_json(tmp_path: Path) -> None:
+    row = {"samples": 90_000, "lost": 2, "max_s": 0.5, "p50": 0.001, "p90": 0.002, "p99": 0.004,
+           "p99.9": 0.008, "p99.99": 0.016, "p99.999": None, "p99.9999": None}  # fmt: skip
+    compare = {
+        "duration_s": 30.0,
+        "caveats": ["same host", "a test broker for Kafka"],
+        "cases": [
+            {"key": "256B-3000", "label": "256 B at 3,000 msgs/s", "plot": "compare-256B-3000.png",
+             "systems": {s: row for s in ("kafka", "nats", "redis", "rabbitmq")}}
+        ],
+    }  # fmt: skip
+    text = render({**FIXTURE, "compare": compare}, tmp_path / "img", tmp_path / "b.md")
+    assert "## Four brokers side by side (`nines compare`)" in text
+    assert "Caveats: same host; a test broker for Kafka." in text
+    assert "**256 B at 3,000 msgs/s**" in text
+    for system in ("kafka", "nats", "redis", "rabbitmq"):
+        assert (
+            f"| {system} | 90,000 | 2 | 1.000 | 2.000 | 4.000 | 8.000 | 16.000 | — | — | 500.000 |"
+            in text
+        )
+    bare = render(FIXTURE, tmp_path / "img", tmp_path / "c.md")
+    assert "Four brokers side by side" in bare and "_Not measured in this run" in bare
