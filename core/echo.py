@@ -39,6 +39,9 @@ BadReason = Literal[
     "duplicate_key",
     "not_object",  # valid JSON, but not an object
     "future",  # event time too far ahead of the Kafka record's timestamp (streaming only)
+    "bad_length",  # v2: the batch's size is not what its header says (truncated, or trailing)
+    "bad_header",  # v2: reserved header bits or padding set
+    "empty_batch",  # v2: a batch of no records
 ]
 #: Every reason a record is counted bad, in the order they are documented (docs/echo-format.md).
 BAD_REASONS: Final[tuple[str, ...]] = get_args(BadReason)
