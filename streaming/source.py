@@ -33,7 +33,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from core.config import resolve_secrets
 from core.windows import WindowSpec
-from streaming.parse import PARSED_SCHEMA, mark_future, parse_values
+from streaming.parse import PARSED_SCHEMA, parse_with_stamps
 
 #: Row types the source emits: parsed echoes and hiccups, plus counted-not-measured rows.
 SOURCE_SCHEMA = pa.schema([*PARSED_SCHEMA, ("event_us", pa.int64()), ("n", pa.int64())])
@@ -264,9 +264,7 @@ class KafkaEchoReader(DataSourceStreamReader):
                     c.pause(finished)
                 if values:
                     idle_since = None
-                    parsed = parse_values(values)
-                    stamps = pa.array(kafka_us, pa.int64())
-                    yield self._mark(mark_future(parsed, stamps, self.max_skew_us), wm)
+                    yield self._mark(parse_with_stamps(values, kafka_us, self.max_skew_us), wm)
                     continue
                 if msgs:
                     continue
