@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from core.echo import MAX_EPOCH_US, MIN_EPOCH_US, BadEcho, Echo, Hiccup
 
@@ -109,8 +108,7 @@ def encode_batch(records: Sequence[Echo | Hiccup]) -> bytes:
     return head + bytes(padded(len(head)) - len(head)) + body + flags
 
 
-@dataclass(frozen=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
     """What a v2 batch says about itself; ``columns_at`` is where its first column starts."""
 
     echoes: int

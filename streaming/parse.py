@@ -295,10 +295,6 @@ def _parse_chunk(values: Sequence[bytes | None]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist(merged, schema=PARSED_SCHEMA)
 
 
-#: The reason of a v2 record that passed every check (never exported: it becomes null).
-_V2_GOOD = "ok"
-
-
 def _parse_v2(values: Sequence[bytes]) -> tuple[pa.RecordBatch, npt.NDArray[np.int64]]:
     """The rows of v2 batches: headers checked in Python, columns read and checked with numpy.
 
@@ -373,18 +369,17 @@ def _v2_echo_rows(
 ) -> pa.RecordBatch:
     """Echo rows; a bad one has only its ``rtype`` and ``reason``, like a bad v1 row."""
     c = dict(zip(ECHO_COLUMNS, e, strict=True))
-    reason = _echo_reasons(c, flags)
-    ok = reason == _V2_GOOD
+    code = _echo_reasons(c, flags)
+    ok = code == 0
     n = len(ok)
-    ok_arr = pa.array(ok)
-    null = pa.scalar(None, pa.string())
-    take = pa.array(src)
+    # a bad echo's strings are null: it takes the extra null at the end of each string table
+    take = pa.array(np.where(ok, src, len(clusters)))
     return pa.RecordBatch.from_arrays(
         [
-            pc.if_else(ok_arr, "echo", "bad"),
-            pc.if_else(ok_arr, null, pa.array(reason)),
-            pc.if_else(ok_arr, pa.array(clusters, pa.string()).take(take), null),
-            pc.if_else(ok_arr, pa.array(topics, pa.string()).take(take), null),
+            _V2_RTYPE["echo"].take(pa.array(~ok, pa.int8())),
+            _V2_REASONS.take(pa.array(code)),
+            pa.array([*clusters, None], pa.string()).take(take),
+            pa.array([*topics, None], pa.string()).take(take),
             _int_col(c["partition"], ok),
             _int_col(c["intended_us"], ok),
             _int_col(c["sent_us"], ok),
@@ -403,24 +398,24 @@ def _v2_hiccup_rows(
 ) -> pa.RecordBatch:
     """Hiccup rows, shaped like ``_row`` shapes a v1 hiccup (event time ``start_us``)."""
     c = dict(zip(HICCUP_COLUMNS, hc, strict=True))
-    reason = _hiccup_reasons(c)
-    ok = reason == _V2_GOOD
+    code = _hiccup_reasons(c)
+    ok = code == 0
     n = len(ok)
-    ok_arr = pa.array(ok)
-    null = pa.scalar(None, pa.string())
-    none = np.zeros(n, bool)
+    bad = pa.array(~ok, pa.int8())
     return pa.RecordBatch.from_arrays(
         [
-            pc.if_else(ok_arr, "hiccup", "bad"),
-            pc.if_else(ok_arr, null, pa.array(reason)),
-            pc.if_else(ok_arr, pa.array(clusters, pa.string()).take(pa.array(src)), null),
-            pc.if_else(ok_arr, "", null),
+            _V2_RTYPE["hiccup"].take(bad),
+            _V2_REASONS.take(pa.array(code)),
+            pa.array([*clusters, None], pa.string()).take(
+                pa.array(np.where(ok, src, len(clusters)))
+            ),
+            pa.array(["", None], pa.string()).take(bad),
             pa.nulls(n, pa.int64()),
             _int_col(c["start_us"], ok),
             pa.nulls(n, pa.int64()),
             pa.nulls(n, pa.int64()),
             pa.nulls(n, pa.int64()),
-            pa.array(none, pa.bool_(), mask=~ok),
+            pa.array(np.zeros(n, bool), pa.bool_(), mask=~ok),
             pa.nulls(n, pa.int64()),
             _int_col(c["max_us"], ok),
         ],
@@ -428,50 +423,52 @@ def _v2_hiccup_rows(
     )
 
 
+#: A v2 record's verdict is a small code (0: good), turned into its reason by one ``take``.
+_V2_REASON_NAMES = ("negative", "absurd_time", "missing_field", "order", "bad_type")
+_V2_REASONS = pa.array([None, *_V2_REASON_NAMES], pa.string())
+_V2_CODE = {name: i + 1 for i, name in enumerate(_V2_REASON_NAMES)}
+_V2_RTYPE = {kind: pa.array([kind, "bad"], pa.string()) for kind in ("echo", "hiccup")}
+
+
 def _echo_reasons(
     c: dict[str, npt.NDArray[np.int64]], flags: npt.NDArray[np.uint8]
-) -> npt.NDArray[np.str_]:
-    """Each echo's first failed check, in ``core.echo_v2._check_echo``'s order, or ``ok``."""
+) -> npt.NDArray[np.uint8]:
+    """Each echo's first failed check, in ``core.echo_v2._check_echo``'s order, or 0."""
 
     def time_bad(x: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         return (x < MIN_EPOCH_US) | (x > MAX_EPOCH_US)
 
-    acked, received, timeout = (
-        flags & HAS_ACKED > 0,
-        flags & HAS_RECEIVED > 0,
-        flags & HAS_TIMEOUT > 0,
-    )
-    lost = flags & LOST > 0
+    acked, received = flags & HAS_ACKED > 0, flags & HAS_RECEIVED > 0
+    timeout, lost = flags & HAS_TIMEOUT > 0, flags & LOST > 0
     intended = c["intended_us"]
     neg = (c["partition"] < 0) | (c["seq"] < 0) | (c["size"] < 0) | (intended < 0)
     neg |= (c["sent_us"] < 0) | (c["leader"] < -1)
-    conditions = [
-        (flags & ~np.uint8(KNOWN_FLAGS)) > 0,
-        neg,
-        time_bad(intended) | time_bad(c["sent_us"]),
-        acked & (c["acked_us"] < 0),
-        acked & time_bad(c["acked_us"]),
-        received & (c["received_us"] < 0),
-        received & time_bad(c["received_us"]),
-        timeout & (c["timeout_us"] < 0),
-        (lost & ~timeout) | (~lost & ~received),
-        (c["sent_us"] < intended) | (acked & (c["acked_us"] < intended))
-        | (received & (c["received_us"] < intended)),
+    checks = [
+        ((flags & ~np.uint8(KNOWN_FLAGS)) > 0, "bad_type"),
+        (neg, "negative"),
+        (time_bad(intended) | time_bad(c["sent_us"]), "absurd_time"),
+        (acked & (c["acked_us"] < 0), "negative"),
+        (acked & time_bad(c["acked_us"]), "absurd_time"),
+        (received & (c["received_us"] < 0), "negative"),
+        (received & time_bad(c["received_us"]), "absurd_time"),
+        (timeout & (c["timeout_us"] < 0), "negative"),
+        ((lost & ~timeout) | (~lost & ~received), "missing_field"),
+        ((c["sent_us"] < intended) | (acked & (c["acked_us"] < intended))
+         | (received & (c["received_us"] < intended)), "order"),
     ]  # fmt: skip
-    reasons = ["bad_type", "negative", "absurd_time", "negative", "absurd_time", "negative",
-               "absurd_time", "negative", "missing_field", "order"]  # fmt: skip
-    return np.select(conditions, reasons, _V2_GOOD)
+    return np.select([m for m, _ in checks], [_V2_CODE[r] for _, r in checks], 0).astype(np.uint8)
 
 
-def _hiccup_reasons(c: dict[str, npt.NDArray[np.int64]]) -> npt.NDArray[np.str_]:
-    """Each hiccup's first failed check, in ``core.echo_v2._check_hiccup``'s order, or ``ok``."""
+def _hiccup_reasons(c: dict[str, npt.NDArray[np.int64]]) -> npt.NDArray[np.uint8]:
+    """Each hiccup's first failed check, in ``core.echo_v2._check_hiccup``'s order, or 0."""
     start, end = c["start_us"], c["end_us"]
     neg = np.zeros(len(start), bool)
     for v in c.values():
         neg |= v < 0
     absurd = (start < MIN_EPOCH_US) | (start > MAX_EPOCH_US) | (end < MIN_EPOCH_US)
     absurd |= end > MAX_EPOCH_US
-    return np.select([neg, absurd, end < start], ["negative", "absurd_time", "order"], _V2_GOOD)
+    codes = [_V2_CODE["negative"], _V2_CODE["absurd_time"], _V2_CODE["order"]]
+    return np.select([neg, absurd, end < start], codes, 0).astype(np.uint8)
 
 
 def mark_future(parsed: pa.RecordBatch, kafka_us: pa.Array, max_skew_us: int) -> pa.RecordBatch:
