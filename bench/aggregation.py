@@ -306,7 +306,7 @@ def run_formats(quick: bool = False) -> dict[str, Any]:
     """
     from bench.replay import write_replay_file
 
-    batches, per_batch = (3, 100_000) if quick else (3, 500_000)
+    batches, per_batch = (3, 100_000) if quick else (3, 300_000)
     n = batches * per_batch
     t0 = (int(time.time()) // 3600 * 3600 - 6 * 3600) * 1_000_000
     table = generate(n, t0)
