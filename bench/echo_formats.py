@@ -161,10 +161,10 @@ def run_probe(echo_format: str, warmup_s: float, measure_s: float) -> dict[str, 
         while len(eof) < len(md) and time.monotonic() < deadline:
             for m in c.consume(1000, 1.0):
                 if m.error():
-                    eof.add(m.partition())
+                    eof.add(int(m.partition() or 0))
                     continue
                 messages += 1
-                v = m.value()
+                v = m.value() or b""
                 recs = decode_batch(v) if is_v2(v) else [decode_record(v)]
                 for r in recs:
                     if isinstance(r, Echo):
