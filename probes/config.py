@@ -39,7 +39,7 @@ class ProbeConfig(StageConfig):
     echo_buffer: int = 100_000
     #: v1: one JSON echo per Kafka message; v2: batches (docs/echo-format.md)
     echo_format: Literal["v1", "v2"] = "v1"
-    #: v2 only: a batch is sent at this many records, or when its oldest is 100 ms old
+    #: v2 only: a batch is sent at this many records, and at least every 100 ms
     echo_batch: int = 1000
     hiccup_interval: float = 1.0
     metrics_host: str = "127.0.0.1"
