@@ -171,3 +171,21 @@ def test_any_bytes_after_the_magic_decode_to_records_or_known_reasons(raw: bytes
         assert isinstance(rec, Echo | Hiccup | BadEcho)
         if isinstance(rec, BadEcho):
             assert rec.reason in BAD_REASONS
+
+
+def test_the_reader_in_the_docs_reads_what_the_encoder_writes() -> None:
+    """docs/echo-format.md's few-line reader is what another language would do."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "echo-format.md").read_text()
+    code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict[str, object] = {}
+    exec(code, scope)
+    lost = echo(2, acked_us=None, received_us=None, lost=True, timeout_us=30_000_000)
+    raw = encode_batch([echo(1), lost, Hiccup("p1", "c", T0, T0 + 5, 3, 4, 2)])
+    probe, cluster, topic, cols, hics, flags = scope["read_v2"](raw)  # type: ignore[operator]
+    assert (probe, cluster, topic) == (b"p1", b"c", b"nines.probe")
+    assert dict(zip(ECHO_COLUMNS, cols, strict=True))["seq"] == (1, 2)
+    assert dict(zip(ECHO_COLUMNS, cols, strict=True))["timeout_us"] == (0, 30_000_000)
+    assert hics == [(T0,), (T0 + 5,), (3,), (4,), (2,)]
+    assert flags == bytes([0b0110, 0b1001])
