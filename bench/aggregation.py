@@ -101,8 +101,85 @@ def hdrh_seconds(table: pa.Table, limit: int) -> tuple[float, int]:
     return time.perf_counter() - started, len(intended_l)
 
 
-def run_worker(path: str, master: str, rows_per_batch: int, expected: int) -> dict[str, Any]:
-    """In this process: replay the file through a ``StreamJob`` on ``master``; timings as JSON."""
+#: Echoes per v2 batch in the raw replays: what a probe at 1,000 msgs/s sends per 100 ms.
+V2_BATCH = 100
+
+
+def raw_values(table: pa.Table, echo_format: str) -> pa.Table:
+    """The echoes of ``generate`` as the Kafka values a probe writes: v1 records or v2 batches."""
+    from core.echo import Echo, encode_record
+    from core.echo_v2 import encode_batch
+
+    t = table.to_pydict()
+    echoes = [
+        Echo(t["cluster"][i], t["cluster"][i], t["topic"][i], t["partition"][i], 1, i, 1024,
+             t["intended_us"][i], t["sent_us"][i], t["acked_us"][i], t["received_us"][i],
+             t["lost"][i], t["timeout_us"][i])
+        for i in range(table.num_rows)
+    ]  # fmt: skip
+    if echo_format == "v1":
+        values = [encode_record(e) for e in echoes]
+    else:  # one batch never mixes clusters (the closing echo's is "end")
+        values = []
+        for k in range(0, len(echoes), V2_BATCH):
+            group = echoes[k : k + V2_BATCH]
+            same = [e for e in group if e.cluster == group[0].cluster]
+            values += [encode_batch(same)]
+            values += [encode_batch([e]) for e in group if e.cluster != group[0].cluster]
+    return pa.table({"value": pa.array(values, pa.binary())})
+
+
+class RawReplayReader:
+    """``ReplayReader`` over Kafka values: each fetch of ``FETCH`` values is parsed with the
+    Kafka source's own ``parse_with_stamps``, so parsing is measured with the aggregation."""
+
+    FETCH = 10_000  # streaming.source.FETCH_BATCH
+
+    def read(self, partition: Any) -> Any:
+        """The partition's values, memory-mapped, parsed ``FETCH`` at a time."""
+        import pyarrow.compute as pc
+
+        from streaming.parse import parse_with_stamps
+        from streaming.source import SOURCE_SCHEMA
+
+        with pa.memory_map(self.path) as source:  # type: ignore[attr-defined]
+            column = pa.ipc.open_file(source).read_all().column("value")
+            for offset in range(partition.start, partition.end, self.FETCH):
+                values = column.slice(offset, min(self.FETCH, partition.end - offset)).to_pylist()
+                parsed = parse_with_stamps(values, [None] * len(values), 300_000_000)
+                intended = parsed.column("intended_us")
+                ones = pc.add(pc.multiply(pc.fill_null(intended, 0), 0), 1)
+                yield pa.RecordBatch.from_arrays(
+                    [*parsed.columns, intended, ones], schema=SOURCE_SCHEMA
+                )
+
+
+def raw_replay_source() -> Any:
+    """The ``nines-replay-raw`` data source (defined here: pyspark is imported late)."""
+    from bench.replay import ReplayDataSource, ReplayReader
+
+    class Reader(RawReplayReader, ReplayReader):
+        pass
+
+    class Source(ReplayDataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "nines-replay-raw"
+
+        def streamReader(self, schema: Any) -> Any:
+            return Reader(dict(self.options))
+
+    return Source
+
+
+def run_worker(
+    path: str, master: str, rows_per_batch: int, expected: int, echo_format: str = "parsed"
+) -> dict[str, Any]:
+    """In this process: replay the file through a ``StreamJob`` on ``master``; timings as JSON.
+
+    ``echo_format`` ``parsed``: the file holds the Kafka source's rows (aggregation alone);
+    ``v1``/``v2``: it holds Kafka values, parsed in the source as the Kafka source does.
+    """
     from bench.replay import ReplayDataSource
     from monitor.pipeline import StreamPipeline
     from streaming.config import StreamConfig
@@ -123,6 +200,10 @@ def run_worker(path: str, master: str, rows_per_batch: int, expected: int) -> di
     )
     spark = spark_session(config)
     spark.dataSource.register(ReplayDataSource)
+    fmt = "nines-replay"
+    if echo_format != "parsed":
+        spark.dataSource.register(raw_replay_source())
+        fmt = "nines-replay-raw"
     counted = {"e2e": 0}
 
     def on_batch(batch_id: int, windows: list[Any], counters: Any) -> None:
@@ -132,7 +213,7 @@ def run_worker(path: str, master: str, rows_per_batch: int, expected: int) -> di
 
     def source(session: Any) -> Any:
         return (
-            session.readStream.format("nines-replay")
+            session.readStream.format(fmt)
             .option("path", path)
             .option("rowsPerBatch", str(rows_per_batch))
             .option("splits", str(cores))
@@ -154,11 +235,12 @@ def run_worker(path: str, master: str, rows_per_batch: int, expected: int) -> di
     if counted["e2e"] != expected:
         raise RuntimeError(f"{master}: {counted['e2e']} e2e samples out of {expected} echoes")
     busy = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
-    rows = [p["numInputRows"] for p in progress]
+    rows = [p["numInputRows"] for p in progress]  # parsed rows: echoes, whatever the format
     measured_rows, measured_s = sum(rows[1:-1]), sum(busy[1:-1])  # not the cold or closing batch
     state = [op.get("numRowsTotal", 0) for p in progress for op in p.get("stateOperators", [])]
     return {
         "master": master,
+        "echo_format": echo_format,
         "echoes": sum(rows),
         "batches": len(progress),
         "rows_per_batch": rows_per_batch,
@@ -221,15 +303,73 @@ def run_aggregation(quick: bool = False) -> dict[str, Any]:
     return payload
 
 
+def run_formats(quick: bool = False) -> dict[str, Any]:
+    """Parsing and aggregation apart from Kafka, v1 vs v2, on local[2]: the same echoes replayed
+    as pre-parsed rows, as v1 Kafka values and as v2 batches; writes ``aggregation_formats.json``.
+    """
+    from bench.replay import write_replay_file
+
+    batches, per_batch = (3, 100_000) if quick else (3, 300_000)
+    n = batches * per_batch
+    t0 = (int(time.time()) // 3600 * 3600 - 6 * 3600) * 1_000_000
+    table = generate(n, t0)
+    end_us = int(table["intended_us"][-1].as_py()) + 4 * HIGHEST_US
+    table = pa.concat_tables([table, closing_echo(end_us)])
+    runs: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="nines-aggfmt-") as tmp:
+        for fmt in ("parsed", "v1", "v2"):
+            path = str(Path(tmp) / f"{fmt}.arrow")
+            if fmt == "parsed":
+                write_replay_file(path, table)
+                rows = per_batch
+            else:
+                values = raw_values(table, fmt)
+                with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, values.schema) as w:
+                    w.write_table(values, max_chunksize=100_000)
+                runs.setdefault("bytes_per_echo", {})[fmt] = round(
+                    sum(len(v) for v in values.column("value").to_pylist()) / table.num_rows, 1
+                )
+                rows = per_batch if fmt == "v1" else per_batch // V2_BATCH
+            cmd = [sys.executable, "-m", "bench.aggregation", "--worker", path, "local[2]"]
+            cmd += [str(rows), str(n), "--format", fmt]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
+            lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
+            if proc.returncode != 0 or not lines:
+                raise RuntimeError(f"{fmt}: exit {proc.returncode}: {proc.stderr[-600:]}")
+            runs[fmt] = json.loads(lines[-1])
+            print(json.dumps(runs[fmt]), flush=True)
+    payload = {
+        "benchmark": "aggregation_formats",
+        "quick": quick,
+        "setup": (
+            f"{n:,} generated echoes (+1 that closes every window) on local[2], {per_batch:,} "
+            "echoes per micro-batch, windows 10s, 1m, 1h, 3 kinds: replayed as the Kafka "
+            f"source's parsed rows (aggregation alone), as v1 Kafka values and as v2 batches of "
+            f"{V2_BATCH}, the values parsed in the source by streaming.parse.parse_with_stamps "
+            "10,000 at a time. echoes/s = echoes of the steady batches / their trigger time."
+        ),
+        "runs": runs,
+        "target_v2_echoes_per_s": 2_000_000,
+    }
+    write_result("aggregation_formats", payload)
+    return payload
+
+
 def main(argv: list[str] | None = None) -> int:
     """``--worker PATH MASTER ROWS EXPECTED`` runs one replay; otherwise the whole part."""
     ap = argparse.ArgumentParser(prog="python -m bench.aggregation", description=__doc__)
     ap.add_argument("--worker", nargs=4, metavar=("PATH", "MASTER", "ROWS", "EXPECTED"))
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--format", default="parsed", help="worker: parsed, v1 or v2 values")
+    ap.add_argument("--formats", action="store_true", help="v1 vs v2, parsing included")
     args = ap.parse_args(argv)
     if args.worker:
         path, master, rows, expected = args.worker
-        print(json.dumps(run_worker(path, master, int(rows), int(expected))), flush=True)
+        result = run_worker(path, master, int(rows), int(expected), args.format)
+        print(json.dumps(result), flush=True)
+        return 0
+    if args.formats:
+        print(json.dumps(run_formats(args.quick), indent=2))
         return 0
     print(json.dumps(run_aggregation(args.quick), indent=2))
     return 0

@@ -41,6 +41,9 @@ BadReason = Literal[
     "not_object",  # valid JSON, but not an object
     "future",  # event time too far ahead of the Kafka record's timestamp (streaming only)
     "series_cap",  # a new (cluster, topic, partition) beyond max_series (streaming only)
+    "bad_length",  # v2: the batch's size is not what its header says (truncated, or trailing)
+    "bad_header",  # v2: reserved header bits or padding set
+    "empty_batch",  # v2: a batch of no records
 ]
 #: The probed systems an echo may name; absent means ``kafka`` (echoes written before the field).
 System = Literal["kafka", "nats", "redis", "rabbitmq"]

@@ -27,7 +27,7 @@ from probes.manager import Admin, AdminErrors, Growable, TopicManager, ensure_to
 from probes.payload import probe_hash
 from probes.planner import PartitionPlanner
 from probes.producer import ProbeProducer
-from probes.publisher import EchoPublisher, EchoSink
+from probes.publisher import EchoSink, publisher_for
 from probes.schedule import Schedule
 from probes.threads import named
 from probes.tracker import Tracker
@@ -70,7 +70,7 @@ class ProbeAgent:
         #: Guards the tracker and the planner's leaders, shared by all the probe's threads.
         self._lock = threading.Lock()
         self.planner = PartitionPlanner(config.topic, config.rate, self._lock)
-        self.publisher = EchoPublisher(config.echo_topic, config.probe_id)
+        self.publisher = publisher_for(config)
         self._transport = transport
         self._echo_sink = echo_sink
         self._admin = admin

@@ -54,6 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--probe-id", help="probe id (default host-pid)")
     p.add_argument("--loss-timeout", help="declare a message lost after this (default 30s)")
     p.add_argument("--duration", help="stop after this long (default: until SIGTERM)")
+    p.add_argument("--echo-format", help="v1: one JSON echo per message (default); v2: batches")
     p.add_argument("--metrics-host", help="metrics address (default 127.0.0.1)")
     p.add_argument(
         "--web-config-file",
@@ -96,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         "probe_id": args.probe_id,
         "loss_timeout": args.loss_timeout,
         "duration": args.duration,
+        "echo_format": args.echo_format,
         "metrics_host": args.metrics_host,
         "web_config_file": args.web_config_file,
         "metrics_port": args.metrics_port,

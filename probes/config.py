@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 import os
 import socket
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from core.config import StageConfig, kafka_topic_name, redact_url, resolve_secrets, tcp_port
+from core.echo_v2 import MAX_BATCH_ECHOES
 from core.units import parse_duration_s, parse_rate, parse_size_bytes
 
 #: Bytes of the probe header inside every payload (see probes.payload).
@@ -67,6 +68,10 @@ class ProbeConfig(StageConfig):
     probe_id: str = Field(default_factory=_default_probe_id)
     loss_timeout: float = 30.0
     echo_buffer: int = 100_000
+    #: v1: one JSON echo per Kafka message; v2: batches (docs/echo-format.md)
+    echo_format: Literal["v1", "v2"] = "v1"
+    #: v2 only: a batch is sent at this many records, and at least every 100 ms
+    echo_batch: int = 1000
     hiccup_interval: float = 1.0
     metrics_host: str = "127.0.0.1"
     #: exporter-toolkit web config for /metrics (TLS, basic auth); None: plain HTTP
@@ -147,6 +152,13 @@ class ProbeConfig(StageConfig):
     def _buffer(cls, v: int) -> int:
         if not 1 <= v <= 10_000_000:
             raise ValueError("must be between 1 and 10,000,000 records")
+        return v
+
+    @field_validator("echo_batch")
+    @classmethod
+    def _batch(cls, v: int) -> int:
+        if not 1 <= v <= MAX_BATCH_ECHOES:
+            raise ValueError(f"must be between 1 and {MAX_BATCH_ECHOES:,} records")
         return v
 
     @field_validator("metrics_port")

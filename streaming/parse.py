@@ -1,8 +1,11 @@
 """Parse and validate echo records, vectorised with pyarrow; exact reasons from the reference.
 
-The fast path parses a whole batch natively and accepts only rows that pass every schema-v1
-check; any row it does not accept is re-checked by ``core.echo.decode_record``, so the
-reason a bad record is counted under is always the reference parser's.
+Schema v1 (one JSON echo per Kafka message): the fast path parses a whole batch natively and
+accepts only rows that pass every schema-v1 check; any row it does not accept is re-checked by
+``core.echo.decode_record``, so the reason a bad record is counted under is always the reference
+parser's. Format v2 (a batch of echoes per message, ``core.echo_v2``): each batch's header is
+checked in Python, its columns are read with numpy and validated all at once, with the reasons
+and check order of ``core.echo_v2.decode_batch`` (the tests hold them equal).
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
@@ -26,6 +31,17 @@ from core.echo import (
     Echo,
     Hiccup,
     decode_record,
+)
+from core.echo_v2 import (
+    ECHO_COLUMNS,
+    HAS_ACKED,
+    HAS_RECEIVED,
+    HAS_TIMEOUT,
+    HICCUP_COLUMNS,
+    KNOWN_FLAGS,
+    LOST,
+    MAGIC,
+    read_header,
 )
 
 #: What the parser hands on: one row per record; ``rtype`` is echo, hiccup or bad.
@@ -167,11 +183,43 @@ CHUNK = 4096
 
 
 def parse_values(values: Sequence[bytes | None]) -> pa.RecordBatch:
-    """One parsed row per record, in order; bad records carry the reference parser's reason.
+    """The parsed rows of Kafka values, in order; bad records carry the reference's reason.
 
-    Never raises on any input: a null value (tombstone), oversize, non-UTF-8 or hostile JSON
-    is a ``bad`` row with its reason.
+    A v1 value is one row; a v2 batch is one row per record it holds (echoes, then hiccups), or
+    one ``bad`` row when its header or size is wrong. Never raises on any input: a null value
+    (tombstone), oversize, non-UTF-8 or hostile JSON, a hostile v2 batch, is a ``bad`` row.
     """
+    return parse_messages(values)[0]
+
+
+def parse_messages(values: Sequence[bytes | None]) -> tuple[pa.RecordBatch, npt.NDArray[np.int64]]:
+    """``parse_values``, and for each row the index of the value it came from."""
+    v2 = [v is not None and v[:4] == MAGIC for v in values]
+    if not any(v2):
+        return _parse_v1(values), np.arange(len(values), dtype=np.int64)
+    if all(v2):
+        return _parse_v2(values)  # type: ignore[arg-type]
+    # a mix: parse each kind apart, then put the rows back in the values' order
+    v1_at = np.array([i for i, x in enumerate(v2) if not x], dtype=np.int64)
+    v2_at = np.array([i for i, x in enumerate(v2) if x], dtype=np.int64)
+    v1_rows = _parse_v1([values[i] for i in v1_at])
+    v2_rows, v2_index = _parse_v2([values[i] for i in v2_at])  # type: ignore[misc]
+    source = np.concatenate([v1_at, v2_at[v2_index]])
+    order = np.argsort(source, kind="stable")
+    both = pa.Table.from_batches([v1_rows, v2_rows], schema=PARSED_SCHEMA).take(order)
+    return both.combine_chunks().to_batches()[0], source[order]
+
+
+def parse_with_stamps(
+    values: Sequence[bytes | None], kafka_us: Sequence[int | None], max_skew_us: int
+) -> pa.RecordBatch:
+    """Parse Kafka values and mark ``future`` rows against their message's Kafka timestamp."""
+    parsed, index = parse_messages(values)
+    stamps = pa.array(kafka_us, pa.int64()).take(pa.array(index))
+    return mark_future(parsed, stamps, max_skew_us)
+
+
+def _parse_v1(values: Sequence[bytes | None]) -> pa.RecordBatch:
     if len(values) <= CHUNK:
         return _parse_chunk(values)
     chunks = [_parse_chunk(values[i : i + CHUNK]) for i in range(0, len(values), CHUNK)]
@@ -271,6 +319,192 @@ def _parse_chunk(values: Sequence[bytes | None]) -> pa.RecordBatch:
         row = next(parsed) if c else None
         merged.append(row if ok else next(fixed))
     return pa.RecordBatch.from_pylist(merged, schema=PARSED_SCHEMA)
+
+
+def _parse_v2(values: Sequence[bytes]) -> tuple[pa.RecordBatch, npt.NDArray[np.int64]]:
+    """The rows of v2 batches: headers checked in Python, columns read and checked with numpy.
+
+    Rows come in the values' order, each batch's echoes before its hiccups; a batch whose header
+    is bad is one row. Returns the rows and, per row, the index of its value.
+    """
+    ne, nh = len(ECHO_COLUMNS), len(HICCUP_COLUMNS)
+    echo_parts: list[npt.NDArray[np.int64]] = []
+    hic_parts: list[npt.NDArray[np.int64]] = []
+    flag_parts: list[npt.NDArray[np.uint8]] = []
+    n_echo = np.zeros(len(values), np.int64)
+    n_hic = np.zeros(len(values), np.int64)
+    clusters: list[str | None] = []
+    topics: list[str | None] = []
+    systems: list[str | None] = []
+    bad_src: list[int] = []
+    bad_reason: list[str] = []
+    for k, value in enumerate(values):
+        try:
+            h = read_header(value)
+        except BadEcho as exc:
+            bad_src.append(k)
+            bad_reason.append(exc.reason)
+            clusters.append(None)
+            topics.append(None)
+            systems.append(None)
+            continue
+        clusters.append(h.cluster)
+        topics.append(h.topic)
+        systems.append(h.system)
+        n, m = n_echo[k], n_hic[k] = h.echoes, h.hiccups
+        ints = np.frombuffer(value, "<i8", n * ne + m * nh, h.columns_at)
+        echo_parts.append(ints[: n * ne].reshape(ne, n))
+        hic_parts.append(ints[n * ne :].reshape(nh, m))
+        flag_parts.append(np.frombuffer(value, np.uint8, n, h.columns_at + 8 * len(ints)))
+    idx = np.arange(len(values), dtype=np.int64)
+    echo_src, hic_src = np.repeat(idx, n_echo), np.repeat(idx, n_hic)
+    blocks = [
+        _v2_echo_rows(
+            _stack(echo_parts, ne), _flat(flag_parts), echo_src, clusters, topics, systems
+        ),
+        _v2_hiccup_rows(_stack(hic_parts, nh), hic_src, clusters),
+        _bad_rows(bad_reason),
+    ]
+    src = np.concatenate([echo_src, hic_src, np.array(bad_src, np.int64)])
+    table = pa.Table.from_batches(blocks, schema=PARSED_SCHEMA)
+    if len(hic_src) or bad_src:  # otherwise the echoes are already in order
+        order = np.lexsort((np.repeat([0, 1, 0], [len(echo_src), len(hic_src), len(bad_src)]), src))
+        table, src = table.take(order), src[order]
+    return table.combine_chunks().to_batches()[0], src
+
+
+def _stack(parts: list[npt.NDArray[np.int64]], columns: int) -> npt.NDArray[np.int64]:
+    return np.concatenate(parts, axis=1) if parts else np.zeros((columns, 0), np.int64)
+
+
+def _flat(parts: list[npt.NDArray[np.uint8]]) -> npt.NDArray[np.uint8]:
+    return np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+
+
+def _bad_rows(reasons: list[str]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist(
+        [{"rtype": "bad", "reason": r} for r in reasons], schema=PARSED_SCHEMA
+    )
+
+
+def _int_col(values: npt.NDArray[np.int64], valid: npt.NDArray[np.bool_]) -> pa.Array:
+    return pa.array(values, pa.int64(), mask=~valid)
+
+
+def _v2_echo_rows(
+    e: npt.NDArray[np.int64],
+    flags: npt.NDArray[np.uint8],
+    src: npt.NDArray[np.int64],
+    clusters: list[str | None],
+    topics: list[str | None],
+    systems: list[str | None],
+) -> pa.RecordBatch:
+    """Echo rows; a bad one has only its ``rtype`` and ``reason``, like a bad v1 row."""
+    c = dict(zip(ECHO_COLUMNS, e, strict=True))
+    code = _echo_reasons(c, flags)
+    ok = code == 0
+    n = len(ok)
+    # a bad echo's strings are null: it takes the extra null at the end of each string table
+    take = pa.array(np.where(ok, src, len(clusters)))
+    return pa.RecordBatch.from_arrays(
+        [
+            _V2_RTYPE["echo"].take(pa.array(~ok, pa.int8())),
+            _V2_REASONS.take(pa.array(code)),
+            pa.array([*clusters, None], pa.string()).take(take),
+            pa.array([*topics, None], pa.string()).take(take),
+            _int_col(c["partition"], ok),
+            _int_col(c["leader"], ok),
+            pa.array([*systems, None], pa.string()).take(take),
+            _int_col(c["intended_us"], ok),
+            _int_col(c["sent_us"], ok),
+            _int_col(c["acked_us"], ok & (flags & HAS_ACKED > 0)),
+            _int_col(c["received_us"], ok & (flags & HAS_RECEIVED > 0)),
+            pa.array(flags & LOST > 0, pa.bool_(), mask=~ok),
+            _int_col(c["timeout_us"], ok & (flags & HAS_TIMEOUT > 0)),
+            pa.nulls(n, pa.int64()),
+        ],
+        schema=PARSED_SCHEMA,
+    )
+
+
+def _v2_hiccup_rows(
+    hc: npt.NDArray[np.int64], src: npt.NDArray[np.int64], clusters: list[str | None]
+) -> pa.RecordBatch:
+    """Hiccup rows, shaped like ``_row`` shapes a v1 hiccup (event time ``start_us``)."""
+    c = dict(zip(HICCUP_COLUMNS, hc, strict=True))
+    code = _hiccup_reasons(c)
+    ok = code == 0
+    n = len(ok)
+    bad = pa.array(~ok, pa.int8())
+    return pa.RecordBatch.from_arrays(
+        [
+            _V2_RTYPE["hiccup"].take(bad),
+            _V2_REASONS.take(pa.array(code)),
+            pa.array([*clusters, None], pa.string()).take(
+                pa.array(np.where(ok, src, len(clusters)))
+            ),
+            pa.array(["", None], pa.string()).take(bad),
+            pa.nulls(n, pa.int64()),
+            pa.nulls(n, pa.int64()),
+            pa.nulls(n, pa.string()),
+            _int_col(c["start_us"], ok),
+            pa.nulls(n, pa.int64()),
+            pa.nulls(n, pa.int64()),
+            pa.nulls(n, pa.int64()),
+            pa.array(np.zeros(n, bool), pa.bool_(), mask=~ok),
+            pa.nulls(n, pa.int64()),
+            _int_col(c["max_us"], ok),
+        ],
+        schema=PARSED_SCHEMA,
+    )
+
+
+#: A v2 record's verdict is a small code (0: good), turned into its reason by one ``take``.
+_V2_REASON_NAMES = ("negative", "absurd_time", "missing_field", "order", "bad_type")
+_V2_REASONS = pa.array([None, *_V2_REASON_NAMES], pa.string())
+_V2_CODE = {name: i + 1 for i, name in enumerate(_V2_REASON_NAMES)}
+_V2_RTYPE = {kind: pa.array([kind, "bad"], pa.string()) for kind in ("echo", "hiccup")}
+
+
+def _echo_reasons(
+    c: dict[str, npt.NDArray[np.int64]], flags: npt.NDArray[np.uint8]
+) -> npt.NDArray[np.uint8]:
+    """Each echo's first failed check, in ``core.echo_v2._check_echo``'s order, or 0."""
+
+    def time_bad(x: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        return (x < MIN_EPOCH_US) | (x > MAX_EPOCH_US)
+
+    acked, received = flags & HAS_ACKED > 0, flags & HAS_RECEIVED > 0
+    timeout, lost = flags & HAS_TIMEOUT > 0, flags & LOST > 0
+    intended = c["intended_us"]
+    neg = (c["partition"] < 0) | (c["seq"] < 0) | (c["size"] < 0) | (intended < 0)
+    neg |= (c["sent_us"] < 0) | (c["leader"] < -1)
+    checks = [
+        ((flags & ~np.uint8(KNOWN_FLAGS)) > 0, "bad_type"),
+        (neg, "negative"),
+        (time_bad(intended) | time_bad(c["sent_us"]), "absurd_time"),
+        (acked & (c["acked_us"] < 0), "negative"),
+        (acked & time_bad(c["acked_us"]), "absurd_time"),
+        (received & (c["received_us"] < 0), "negative"),
+        (received & time_bad(c["received_us"]), "absurd_time"),
+        (timeout & (c["timeout_us"] < 0), "negative"),
+        ((lost & ~timeout) | (~lost & ~received), "missing_field"),
+        ((c["sent_us"] < intended) | (acked & (c["acked_us"] < intended))
+         | (received & (c["received_us"] < intended)), "order"),
+    ]  # fmt: skip
+    return np.select([m for m, _ in checks], [_V2_CODE[r] for _, r in checks], 0).astype(np.uint8)
+
+
+def _hiccup_reasons(c: dict[str, npt.NDArray[np.int64]]) -> npt.NDArray[np.uint8]:
+    """Each hiccup's first failed check, in ``core.echo_v2._check_hiccup``'s order, or 0."""
+    start, end = c["start_us"], c["end_us"]
+    neg = np.zeros(len(start), bool)
+    for v in c.values():
+        neg |= v < 0
+    absurd = (start < MIN_EPOCH_US) | (start > MAX_EPOCH_US) | (end < MIN_EPOCH_US)
+    absurd |= end > MAX_EPOCH_US
+    codes = [_V2_CODE["negative"], _V2_CODE["absurd_time"], _V2_CODE["order"]]
+    return np.select([neg, absurd, end < start], codes, 0).astype(np.uint8)
 
 
 def mark_future(parsed: pa.RecordBatch, kafka_us: pa.Array, max_skew_us: int) -> pa.RecordBatch:

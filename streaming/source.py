@@ -45,7 +45,7 @@ from core.windows import WindowSpec
 from streaming import admission
 from streaming.combine import PARTIAL_SCHEMA, Combiner
 from streaming.config import DEFAULT_MAX_SERIES
-from streaming.parse import PARSED_SCHEMA, mark_future, parse_values
+from streaming.parse import PARSED_SCHEMA, mark_future, parse_messages
 
 #: Marked rows, before the combiner: parsed echoes and hiccups, plus counted-not-measured rows.
 SOURCE_SCHEMA = pa.schema([*PARSED_SCHEMA, ("event_us", pa.int64()), ("n", pa.int64())])
@@ -358,11 +358,11 @@ class KafkaEchoReader(DataSourceStreamReader):
                     c.pause(finished)
                 if values:
                     idle_since = None
-                    parsed = parse_values(values)
-                    stamps = pa.array(kafka_us, pa.int64())
+                    parsed, index = parse_messages(values)
+                    stamps = pa.array(kafka_us, pa.int64()).take(pa.array(index))
                     rows = self._mark(mark_future(parsed, stamps, self.max_skew_us), wm)
-                    if cap is not None:
-                        rows = cap.admit(rows, np.asarray(kafka_partition), wm)
+                    if cap is not None:  # a v2 message holds many rows: each has its partition
+                        rows = cap.admit(rows, np.asarray(kafka_partition)[index], wm)
                     yield rows
                     continue
                 if msgs:
