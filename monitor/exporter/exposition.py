@@ -134,34 +134,43 @@ def render_window(
     )
 
 
-def window_text(lines: Sequence[WindowLines]) -> str:
-    """The per-window gauge families from windows' pre-rendered lines, in the given order."""
+def window_chunk(lines: Sequence[WindowLines]) -> tuple[bytes, ...]:
+    """Windows' pre-rendered lines joined per family (``WINDOW_FAMILIES`` order), for one
+    resolution: a resolution whose windows did not change keeps its chunk between scrapes."""
+    return tuple(
+        "".join([getattr(w, attr) for w in lines]).encode() for _, _, attr in WINDOW_FAMILIES
+    )
+
+
+def window_text(chunks: Sequence[tuple[bytes, ...]]) -> list[bytes]:
+    """The per-window gauge families from resolutions' chunks, in the given order (unjoined:
+    ``body`` copies the 70 MB once)."""
     parts = []
-    for name, doc, attr in WINDOW_FAMILIES:
-        parts.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")
-        parts.extend(getattr(w, attr) for w in lines)
-    return "".join(parts)
+    for i, (name, doc, _) in enumerate(WINDOW_FAMILIES):
+        parts.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n".encode())
+        parts.extend(chunk[i] for chunk in chunks)
+    return parts
 
 
-def histogram_text(
-    le_seconds: Sequence[float],
-    buckets: Mapping[SeriesKey, Sequence[int]],
-    count: Mapping[SeriesKey, int],
-    sum_s: Mapping[SeriesKey, float],
+def histogram_lines(
+    s: SeriesKey, les: Sequence[str], buckets: Sequence[int], total: int, sum_s: float
 ) -> str:
-    """Cumulative ``le`` buckets, count and sum of every series (they change every batch)."""
-    les = [floatToGoString(le) for le in le_seconds]
-    out = [f"# HELP {HISTOGRAM} {HISTOGRAM_HELP}\n# TYPE {HISTOGRAM} histogram\n"]
-    for s in sorted(buckets, key=series_key):
-        pairs = _series_pairs(s)
-        lv, ll = _labels(pairs), _labels(pairs, extra="le")
-        total = count[s]
-        for le, c in zip(les, buckets[s], strict=True):
-            out.append(f"{HISTOGRAM}_bucket{{{ll.format(le)}}} {floatToGoString(c)}\n")
-        out.append(f"{HISTOGRAM}_bucket{{{ll.format('+Inf')}}} {floatToGoString(total)}\n")
-        out.append(f"{HISTOGRAM}_count{{{lv}}} {floatToGoString(total)}\n")
-        out.append(f"{HISTOGRAM}_sum{{{lv}}} {floatToGoString(sum_s[s])}\n")
+    """One series' cumulative ``le`` buckets, count and sum, rendered when a window adds to them."""
+    pairs = _series_pairs(s)
+    lv, ll = _labels(pairs), _labels(pairs, extra="le")
+    out = [
+        f"{HISTOGRAM}_bucket{{{ll.format(le)}}} {floatToGoString(c)}\n"
+        for le, c in zip(les, buckets, strict=True)
+    ]
+    out.append(f"{HISTOGRAM}_bucket{{{ll.format('+Inf')}}} {floatToGoString(total)}\n")
+    out.append(f"{HISTOGRAM}_count{{{lv}}} {floatToGoString(total)}\n")
+    out.append(f"{HISTOGRAM}_sum{{{lv}}} {floatToGoString(sum_s)}\n")
     return "".join(out)
+
+
+def histogram_text(lines: Sequence[str]) -> str:
+    """The histogram family from its series' pre-rendered lines, in the given order."""
+    return f"# HELP {HISTOGRAM} {HISTOGRAM_HELP}\n# TYPE {HISTOGRAM} histogram\n" + "".join(lines)
 
 
 def window_end_family(window_end_us: Mapping[str, int]) -> Any:
@@ -184,14 +193,33 @@ def _label_values(key: Any) -> tuple[str, ...]:
     return tuple(str(k) for k in key)
 
 
+def _counter_order(key: Any) -> Any:
+    return series_key(key) if isinstance(key, SeriesKey) else key
+
+
 def counter_families(counters: StreamCounters) -> Iterable[Any]:
     """One counter family per StreamCounters field (cumulative since the exporter started)."""
     for attr, (name, doc, labels) in COUNTER_FAMILIES.items():
         fam = CounterMetricFamily(name, doc, labels=labels)
         values: Mapping[Any, int] = getattr(counters, attr)
-        for k in sorted(values, key=lambda k: series_key(k) if isinstance(k, SeriesKey) else k):
+        for k in sorted(values, key=_counter_order):
             fam.add_metric(list(_label_values(k)), values[k])
         yield fam
+
+
+def counter_text(counters: StreamCounters) -> str:
+    """``counter_families`` as ``generate_latest`` writes them, by hand: at 10,000 partitions its
+    label checks took 0.2 s per scrape for the 20,000 echo and loss counters."""
+    out = []
+    for attr, (name, doc, labels) in COUNTER_FAMILIES.items():
+        out.append(f"# HELP {name}_total {doc}\n# TYPE {name}_total counter\n")
+        pairs = ",".join(f'{n}="{{{labels.index(n)}}}"' for n in sorted(labels))
+        line = f"{name}_total{{{{{pairs}}}}} {{{len(labels)}}}\n"  # a str.format template
+        values: Mapping[Any, int] = getattr(counters, attr)
+        for k in sorted(values, key=_counter_order):
+            escaped = [_escape(v) for v in _label_values(k)]
+            out.append(line.format(*escaped, floatToGoString(values[k])))
+    return "".join(out)
 
 
 def series_families(kept: int, limit: int, rejected: int, evicted: int) -> Iterable[Any]:
@@ -230,8 +258,10 @@ class _Families:
         return self.families
 
 
-def body(windows: str, window_end: Any, histogram: str, rest: Sequence[Any]) -> bytes:
-    """The whole body: window gauges, window ends, the histogram, then counters and health."""
+def body(
+    windows: Sequence[bytes], window_end: Any, histogram: str, counters: str, rest: Sequence[Any]
+) -> bytes:
+    """The whole body: window gauges, window ends, the histogram, counters, then the rest."""
     head = generate_latest(_Families([window_end]))
     tail = generate_latest(_Families(list(rest)))
-    return windows.encode() + head + histogram.encode() + tail
+    return b"".join((*windows, head, histogram.encode(), counters.encode(), tail))
