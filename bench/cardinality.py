@@ -98,9 +98,15 @@ def measure(
     body = exporter.exposition()
     render_s, render_cpu_s = time.perf_counter() - started, time.process_time() - cpu
     server = exporter.serve(port=0)
+    gzip_runs, plain_runs = [], []
     try:
-        gzip_runs = [_scrape(server.port, True) for _ in range(scrapes)]
-        plain_runs = [_scrape(server.port, False) for _ in range(scrapes)]
+        for _ in range(scrapes):
+            # each scrape follows a batch of 10 s windows, as a live job's do: the cost of
+            # re-joining that resolution's lines is in the scrape, the update's is not
+            exporter.update(batches[0])
+            gzip_runs.append(_scrape(server.port, True))
+            exporter.update(batches[0])
+            plain_runs.append(_scrape(server.port, False))
     finally:
         server.close()
     return {
@@ -125,8 +131,19 @@ def measure(
         "scrape_plain_cpu_s": _median([c for _, c, _ in plain_runs]),
         "scrape_plain_mb": plain_runs[-1][2] / 1e6,
         "scrapes": scrapes,
+        "gzip_levels": _gzip_levels(body),
         "families": _family_bytes(body),
     }
+
+
+def _gzip_levels(body: bytes) -> dict[str, dict[str, float]]:
+    """Bytes and CPU seconds of gzipping the body at the levels worth considering."""
+    out = {}
+    for level in (1, 3, 4, 6):
+        cpu = time.process_time()
+        size = len(gzip.compress(body, compresslevel=level))
+        out[str(level)] = {"mb": size / 1e6, "cpu_s": time.process_time() - cpu}
+    return out
 
 
 def _family_bytes(body: bytes) -> dict[str, int]:
@@ -150,9 +167,12 @@ def main() -> None:
     args = parser.parse_args()
     result = measure(args.series, args.topics, args.partition_histograms, args.scrapes, args.rate)
     for name, value in result.items():
-        if isinstance(value, dict):
+        if name == "families":
             for family, size in value.items():
                 print(f"  {family}: {size / 1e6:.2f} MB")
+        elif name == "gzip_levels":
+            for level, cost in value.items():
+                print(f"  gzip level {level}: {cost['mb']:.2f} MB in {cost['cpu_s']:.3f} s CPU")
         else:
             print(f"{name}: {value:.3f}" if isinstance(value, float) else f"{name}: {value}")
     if args.save:

@@ -359,6 +359,7 @@ def headline(results: dict[str, Json]) -> list[str]:
     lines += headline_external(results)
     lines.append(headline_health(results))
     lines.append(headline_soak(results))
+    lines.append(headline_scrape(results))
     return lines
 
 
@@ -812,6 +813,82 @@ def soak_section(data: Json) -> str:
     return f"{SOAK_TITLE}\n\n{intro}\n{table(header, rows)}\n"
 
 
+# --- scrape cost ------------------------------------------------------------------------------
+
+SCRAPE_TITLE = "## Scrape cost at the series cap"
+#: The scrape budget at 10,000 probe partitions (issue 16): bytes on the wire and seconds.
+SCRAPE_TARGET_MB, SCRAPE_TARGET_S = 5.0, 0.5
+
+
+def headline_scrape(results: dict[str, Json]) -> str:
+    """One line: bytes on the wire and scrape time at the measured series count."""
+    data = results.get("cardinality")
+    if not isinstance(data, Mapping) or not data.get("series"):
+        return "- Scrape cost: not measured (`python -m bench.cardinality --save`)."
+    mb, cpu, wall = data["scrape_gzip_mb"], data["scrape_gzip_cpu_s"], data["scrape_gzip_s"]
+    met = mb <= SCRAPE_TARGET_MB and cpu <= SCRAPE_TARGET_S
+    return (
+        f"- **Scrape** at {data['series']:,} probe partitions ({data['windows']:,} windows): "
+        f"**{mb:.2f} MB** gzipped ({data['scrape_plain_mb']:.1f} MB of text), **{cpu:.2f} s** "
+        f"of CPU ({wall:.2f} s wall); targets ≤ {SCRAPE_TARGET_MB:g} MB, "
+        f"≤ {SCRAPE_TARGET_S:g} s: **{'met' if met else 'not met'}**."
+    )
+
+
+def scrape_section(after: Json, before: Json | None) -> str:
+    """Scrape bytes and time, and where the bytes go, from cardinality(_before).json."""
+    runs = [("now", after)] + ([("before (per-partition histograms)", before)] if before else [])
+    rows = [
+        [
+            label,
+            f"{r['series']:,}",
+            f"{r['windows']:,}",
+            f"{r['scrape_plain_mb']:.1f} MB",
+            f"{r['scrape_gzip_mb']:.2f} MB",
+            f"{r['bytes_per_kind_series']:,.0f}",
+            f"{r['scrape_gzip_cpu_s']:.2f} s ({r['scrape_gzip_s']:.2f} s)",
+            f"{r['scrape_plain_cpu_s']:.2f} s ({r['scrape_plain_s']:.2f} s)",
+            f"{r['render_cpu_s']:.2f} s",
+            f"{r['memory_mib']:.0f} MiB",
+        ]
+        for label, r in runs
+    ]
+    families = [
+        [f"`{name}`", f"{size / 1e6:.2f} MB", f"{size / after['scrape_plain_mb'] / 1e4:.1f} %"]
+        for name, size in after.get("families", {}).items()
+        if size >= 1e4
+    ]
+    return (
+        f"{SCRAPE_TITLE}\n\n"
+        f"`{after.get('command', 'python -m bench.cardinality --save')}` fills the exporter with "
+        f"{after['series']:,} probe partitions ({after['topics']} topics, three kinds, "
+        f"resolutions 10s, 1m, 1h; {after['rate_per_s']} msgs/s per partition, the probe's "
+        "default, so a 1h window supports p99.999) and a latency distribution of their own, then "
+        "scrapes /metrics over HTTP, each scrape right after a batch of 10 s windows (median of "
+        f"{after['scrapes']}). Targets: ≤ {SCRAPE_TARGET_MB:g} MB on the wire (Prometheus asks "
+        f"for gzip) and ≤ {SCRAPE_TARGET_S:g} s. Times are CPU seconds of the exporter's process "
+        "(wall time in brackets: the machine ran other work).\n\n"
+        + table(
+            [
+                "exporter",
+                "partitions",
+                "windows",
+                "text",
+                "gzip",
+                "bytes per series",
+                "gzip scrape",
+                "plain scrape",
+                "first render",
+                "memory",
+            ],
+            rows,
+        )
+        + "\n\nWhere the text goes (now):\n\n"
+        + table(["family", "text", "share"], families)
+        + "\n"
+    )
+
+
 # --- stream freshness and memory -------------------------------------------------------------
 
 HEALTH_TITLE = "## Stream freshness and memory"
@@ -1015,6 +1092,9 @@ def render(results: dict[str, Json], img_dir: Path = IMG_DIR, doc_path: Path = D
         out.append(
             f"{HEALTH_TITLE}\n\n_Not measured in this run: {_skip_reason(results, 'health')}._\n"
         )
+    scrape = results.get("cardinality")
+    if isinstance(scrape, Mapping) and scrape.get("series"):
+        out.append(scrape_section(scrape, results.get("cardinality_before")))
     out.append("## Machines\n")
     out.append(machine_block(results) + "\n")
     text = "\n".join(out)

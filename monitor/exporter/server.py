@@ -16,9 +16,10 @@ from typing import Any
 from core.webconfig import UNAUTHORIZED_HEADERS, WebConfig
 from monitor.exporter.exposition import CONTENT_TYPE
 
-#: zlib level of gzipped scrapes. At 10,000 probe partitions (71 MB of text) level 3 sends 7 %
-#: fewer bytes than level 1 for 0.01 s more; level 4 saves 12 % for 0.1 s more (bench.cardinality).
-GZIP_LEVEL = 3
+#: zlib level of gzipped scrapes. At 10,000 probe partitions (70 MB of text) level 1 sends
+#: 5.2 MB, level 3 4.9 MB and level 4 4.5 MB for 0.1 s more CPU than level 1; level 6 sends 4 MB
+#: but takes 0.45 s more (bench.cardinality, docs/benchmarks.md).
+GZIP_LEVEL = 4
 
 
 class MetricsServer:

@@ -146,3 +146,16 @@ def test_hand_written_counters_are_what_prometheus_client_would_write() -> None:
     )
     families = exposition._Families(list(exposition.counter_families(counters)))
     assert exposition.counter_text(counters).encode() == generate_latest(families)  # type: ignore[arg-type]
+
+
+def test_partition_histograms_is_a_validated_stream_key() -> None:
+    from core.config import build
+    from streaming.config import StreamConfig
+
+    assert build(StreamConfig, {"bootstrap": "x:1"}).partition_histograms is False
+    assert build(
+        StreamConfig, {"bootstrap": "x:1", "partition_histograms": True}
+    ).partition_histograms
+    with pytest.raises(ConfigError, match=r"^partition_histograms: .*boolean") as bad:
+        build(StreamConfig, {"bootstrap": "x:1", "partition_histograms": "maybe"})
+    assert "\n" not in str(bad.value)
