@@ -11,6 +11,7 @@ a121808). The hand-written lines are checked byte for byte against prometheus_cl
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -207,18 +208,22 @@ def counter_families(counters: StreamCounters) -> Iterable[Any]:
         yield fam
 
 
+@functools.lru_cache(maxsize=1 << 16)  # bounded; 10,000 partitions need 20,000 entries
+def _counter_head(attr: str, key: Any) -> str:
+    """``name_total{labels}`` of one counter sample: its labels do not change between scrapes."""
+    name, _, labels = COUNTER_FAMILIES[attr]
+    return f"{name}_total{{{_labels(dict(zip(labels, _label_values(key), strict=True)))}}}"
+
+
 def counter_text(counters: StreamCounters) -> str:
     """``counter_families`` as ``generate_latest`` writes them, by hand: at 10,000 partitions its
     label checks took 0.2 s per scrape for the 20,000 echo and loss counters."""
     out = []
-    for attr, (name, doc, labels) in COUNTER_FAMILIES.items():
+    for attr, (name, doc, _) in COUNTER_FAMILIES.items():
         out.append(f"# HELP {name}_total {doc}\n# TYPE {name}_total counter\n")
-        pairs = ",".join(f'{n}="{{{labels.index(n)}}}"' for n in sorted(labels))
-        line = f"{name}_total{{{{{pairs}}}}} {{{len(labels)}}}\n"  # a str.format template
         values: Mapping[Any, int] = getattr(counters, attr)
         for k in sorted(values, key=_counter_order):
-            escaped = [_escape(v) for v in _label_values(k)]
-            out.append(line.format(*escaped, floatToGoString(values[k])))
+            out.append(f"{_counter_head(attr, k)} {floatToGoString(values[k])}\n")
     return "".join(out)
 
 
