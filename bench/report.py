@@ -837,7 +837,7 @@ def headline_scrape(results: dict[str, Json]) -> str:
 
 def scrape_section(after: Json, before: Json | None) -> str:
     """Scrape bytes and time, and where the bytes go, from cardinality(_before).json."""
-    runs = [("now", after)] + ([("before (per-partition histograms)", before)] if before else [])
+    runs = [("now", after)] + ([("before: 92cb660", before)] if before else [])
     rows = [
         [
             label,
@@ -853,6 +853,10 @@ def scrape_section(after: Json, before: Json | None) -> str:
         ]
         for label, r in runs
     ]
+    levels = [
+        [level, f"{cost['mb']:.2f} MB", f"{cost['cpu_s']:.3f} s"]
+        for level, cost in after.get("gzip_levels", {}).items()
+    ]
     families = [
         [f"`{name}`", f"{size / 1e6:.2f} MB", f"{size / after['scrape_plain_mb'] / 1e4:.1f} %"]
         for name, size in after.get("families", {}).items()
@@ -867,7 +871,9 @@ def scrape_section(after: Json, before: Json | None) -> str:
         "scrapes /metrics over HTTP, each scrape right after a batch of 10 s windows (median of "
         f"{after['scrapes']}). Targets: ≤ {SCRAPE_TARGET_MB:g} MB on the wire (Prometheus asks "
         f"for gzip) and ≤ {SCRAPE_TARGET_S:g} s. Times are CPU seconds of the exporter's process "
-        "(wall time in brackets: the machine ran other work).\n\n"
+        "(wall time in brackets: the machine ran other work). Bytes per series: text per "
+        "(cluster, topic, partition, kind) series, its three resolutions together. Memory: "
+        "Python allocations (tracemalloc) of the filled exporter.\n\n"
         + table(
             [
                 "exporter",
@@ -883,6 +889,16 @@ def scrape_section(after: Json, before: Json | None) -> str:
             ],
             rows,
         )
+        + (
+            f"\n\nBefore: per-partition histograms (24 `le` bounds each), every scrape joining "
+            f"all windows' lines and building the counters through prometheus_client, gzip "
+            f"level 1; measured with the same bench (`{before.get('command', '')}`)."
+            if before
+            else ""
+        )
+        + "\n\nThe server's gzip level (`monitor.exporter.server.GZIP_LEVEL`), measured on this "
+        "body:\n\n"
+        + table(["level", "on the wire", "CPU"], levels)
         + "\n\nWhere the text goes (now):\n\n"
         + table(["family", "text", "share"], families)
         + "\n"
