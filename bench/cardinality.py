@@ -1,69 +1,182 @@
-"""The exporter at its series cap: memory, update time, scrape size (python -m bench.cardinality).
+"""The exporter at a series count: memory, update and scrape cost (python -m bench.cardinality).
 
-Fills a ``LatencyExporter`` with ``max_series`` (cluster, topic, partition) series, three kinds
-each, at three resolutions, as a full stream job would, then renders /metrics once.
+Fills a ``LatencyExporter`` with ``--series`` (cluster, topic, partition) probe partitions, three
+kinds each, at three resolutions, as a full stream job would (plus the topics' merged series),
+then scrapes /metrics over HTTP as Prometheus does (``Accept-Encoding: gzip``). Every series gets
+its own latency distribution, so the gzip ratio is not flattered by repeated values.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
-import random
 import time
 import tracemalloc
+import urllib.request
+from typing import Any
 
+import numpy as np
+
+from bench.machine import write_result
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
 from monitor.exporter import LatencyExporter
-from monitor.exporter.state import DEFAULT_MAX_SERIES
+from monitor.exporter.server import GZIP_LEVEL
 
 RESOLUTIONS = (("10s", 10), ("1m", 60), ("1h", 3600))
 KINDS = ("e2e", "publish", "send_lag")
+#: Probe messages per second and partition: a 10 s window holds 1,000 samples (quantiles up to
+#: p99.9 are exported), a 1 m window 6,000, a 1 h window 360,000 (up to p99.999).
+RATE_PER_S = 100
+#: Raw values drawn per window; the counts are scaled up to the window's sample count.
+DRAWN = 1_000
+SCRAPES = 5
 
 
-def measure(series: int, topics: int = 20) -> dict[str, float]:
-    """Fill an exporter to ``series`` and scrape it once."""
-    rng = random.Random(1)
+def _windows(
+    series: int, topics: int, res: str, span_s: int, rate_per_s: int, seed: int
+) -> list[WindowHistogram]:
+    """One closed window per partition and kind, each with its own lognormal latencies."""
+    rng = np.random.default_rng(seed)
     layout = HdrLayout()
-    shapes = [
-        SparseHistogram.from_values(layout, [rng.randint(3_000, 90_000) for _ in range(1_000)])
-        for _ in range(topics)
+    scale = max(1, rate_per_s * span_s // DRAWN)
+    out = []
+    for p in range(series):
+        for kind in KINDS:
+            median_us = rng.uniform(2_000, 20_000)
+            drawn_n = int(rng.poisson(DRAWN))  # sample counts vary from window to window
+            values = rng.lognormal(np.log(median_us), rng.uniform(0.3, 1.2), drawn_n)
+            drawn = SparseHistogram.from_values(layout, np.minimum(values, 3.6e9).astype(np.int64))
+            hist = SparseHistogram(
+                layout, drawn.index, drawn.count * scale, drawn.max_us, drawn.sum_us * scale
+            )
+            key = SeriesKey("c", f"t{p % topics}", str(p), kind)
+            lost = int(rng.poisson(0.5))
+            out.append(WindowHistogram(res, 0, span_s * 1_000_000, key, hist, lost=lost))
+    return out
+
+
+def _scrape(port: int, accept_gzip: bool) -> tuple[float, float, int]:
+    """One GET /metrics: seconds until the last byte, CPU seconds (server and client), bytes."""
+    headers = {"Accept-Encoding": "gzip"} if accept_gzip else {}
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers=headers)
+    started, cpu = time.perf_counter(), time.process_time()
+    with urllib.request.urlopen(request, timeout=120) as response:
+        data = response.read()
+    return time.perf_counter() - started, time.process_time() - cpu, len(data)
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def measure(
+    series: int,
+    topics: int = 20,
+    partition_histograms: bool = False,
+    scrapes: int = SCRAPES,
+    rate_per_s: int = RATE_PER_S,
+) -> dict[str, Any]:
+    """Fill an exporter with ``series`` probe partitions and scrape it ``scrapes`` times."""
+    batches = [
+        with_topic_rollups(_windows(series, topics, res, span_s, rate_per_s, seed))
+        for seed, (res, span_s) in enumerate(RESOLUTIONS)
     ]
     tracemalloc.start()
-    exporter = LatencyExporter(finest_resolution="10s", max_series=series)
+    exporter = LatencyExporter(
+        finest_resolution="10s",
+        max_series=series + topics,
+        partition_histograms=partition_histograms,
+    )
     started = time.perf_counter()
-    for res, span_s in RESOLUTIONS:
-        windows = [
-            WindowHistogram(
-                res, 0, span_s * 1_000_000, SeriesKey("c", f"t{p % topics}", str(p), kind),
-                shapes[p % topics],
-            )
-            for p in range(series - topics)  # the topics' merged series take the rest
-            for kind in KINDS
-        ]  # fmt: skip
-        exporter.update(with_topic_rollups(windows))
+    for batch in batches:
+        exporter.update(batch)
     update_s = time.perf_counter() - started
     memory = tracemalloc.get_traced_memory()[0]
-    started = time.perf_counter()
+    tracemalloc.stop()
+    started, cpu = time.perf_counter(), time.process_time()
     body = exporter.exposition()
-    scrape_s = time.perf_counter() - started
+    render_s, render_cpu_s = time.perf_counter() - started, time.process_time() - cpu
+    server = exporter.serve(port=0)
+    gzip_runs, plain_runs = [], []
+    try:
+        for _ in range(scrapes):
+            # each scrape follows a batch of 10 s windows, as a live job's do: the cost of
+            # re-joining that resolution's lines is in the scrape, the update's is not
+            exporter.update(batches[0])
+            gzip_runs.append(_scrape(server.port, True))
+            exporter.update(batches[0])
+            plain_runs.append(_scrape(server.port, False))
+    finally:
+        server.close()
     return {
-        "series": float(series),
-        "windows": float(len(exporter.latest_windows()["10s"]) * len(RESOLUTIONS)),
-        "rejected": float(exporter.series_rejected),
+        "series": series,
+        "topics": topics,
+        "partition_histograms": partition_histograms,
+        "kind_series": len({w.series for w in batches[0]}),
+        "windows": sum(len(b) for b in batches),
+        "rate_per_s": rate_per_s,
+        "rejected": exporter.series_rejected,
         "memory_mib": memory / 2**20,
         "update_s": update_s,
-        "scrape_s": scrape_s,
-        "scrape_mb": len(body) / 1e6,
-        "scrape_gzip_mb": len(gzip.compress(body, compresslevel=1)) / 1e6,
+        "render_s": render_s,
+        "render_cpu_s": render_cpu_s,
+        "body_mb": len(body) / 1e6,
+        "body_gzip_mb": len(gzip.compress(body, compresslevel=GZIP_LEVEL)) / 1e6,
+        "bytes_per_kind_series": len(body) / len({w.series for w in batches[0]}),
+        "scrape_gzip_s": _median([t for t, _, _ in gzip_runs]),
+        "scrape_gzip_cpu_s": _median([c for _, c, _ in gzip_runs]),
+        "scrape_gzip_mb": gzip_runs[-1][2] / 1e6,
+        "scrape_plain_s": _median([t for t, _, _ in plain_runs]),
+        "scrape_plain_cpu_s": _median([c for _, c, _ in plain_runs]),
+        "scrape_plain_mb": plain_runs[-1][2] / 1e6,
+        "scrapes": scrapes,
+        "gzip_levels": _gzip_levels(body),
+        "families": _family_bytes(body),
     }
+
+
+def _gzip_levels(body: bytes) -> dict[str, dict[str, float]]:
+    """Bytes and CPU seconds of gzipping the body at the levels worth considering."""
+    out = {}
+    for level in (1, 3, 4, 6):
+        cpu = time.process_time()
+        size = len(gzip.compress(body, compresslevel=level))
+        out[str(level)] = {"mb": size / 1e6, "cpu_s": time.process_time() - cpu}
+    return out
+
+
+def _family_bytes(body: bytes) -> dict[str, int]:
+    """Bytes of each metric family's sample lines (where a scrape's bytes go)."""
+    out: dict[str, int] = {}
+    for line in body.decode().splitlines(keepends=True):
+        if not line.startswith("#"):
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            out[name] = out.get(name, 0) + len(line)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--series", type=int, default=DEFAULT_MAX_SERIES)
-    for name, value in measure(parser.parse_args().series).items():
-        print(f"{name}: {value:.2f}")
+    parser.add_argument("--series", type=int, default=10_000, help="probe partitions")
+    parser.add_argument("--topics", type=int, default=20)
+    parser.add_argument("--partition-histograms", action="store_true")
+    parser.add_argument("--scrapes", type=int, default=SCRAPES)
+    parser.add_argument("--rate", type=int, default=RATE_PER_S, help="msgs/s per partition")
+    parser.add_argument("--save", action="store_true", help="write bench/results/cardinality.json")
+    args = parser.parse_args()
+    result = measure(args.series, args.topics, args.partition_histograms, args.scrapes, args.rate)
+    for name, value in result.items():
+        if name == "families":
+            for family, size in value.items():
+                print(f"  {family}: {size / 1e6:.2f} MB")
+        elif name == "gzip_levels":
+            for level, cost in value.items():
+                print(f"  gzip level {level}: {cost['mb']:.2f} MB in {cost['cpu_s']:.3f} s CPU")
+        else:
+            print(f"{name}: {value:.3f}" if isinstance(value, float) else f"{name}: {value}")
+    if args.save:
+        write_result("cardinality", {"command": "python -m bench.cardinality --save", **result})
 
 
 if __name__ == "__main__":

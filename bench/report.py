@@ -360,6 +360,7 @@ def headline(results: dict[str, Json]) -> list[str]:
     lines.append(headline_floor(results))
     lines.append(headline_health(results))
     lines.append(headline_soak(results))
+    lines.append(headline_scrape(results))
     return lines
 
 
@@ -927,6 +928,98 @@ def soak_section(data: Json) -> str:
     return f"{SOAK_TITLE}\n\n{intro}\n{table(header, rows)}\n"
 
 
+# --- scrape cost ------------------------------------------------------------------------------
+
+SCRAPE_TITLE = "## Scrape cost at the series cap"
+#: The scrape budget at 10,000 probe partitions (issue 16): bytes on the wire and seconds.
+SCRAPE_TARGET_MB, SCRAPE_TARGET_S = 5.0, 0.5
+
+
+def headline_scrape(results: dict[str, Json]) -> str:
+    """One line: bytes on the wire and scrape time at the measured series count."""
+    data = results.get("cardinality")
+    if not isinstance(data, Mapping) or not data.get("series"):
+        return "- Scrape cost: not measured (`python -m bench.cardinality --save`)."
+    mb, cpu, wall = data["scrape_gzip_mb"], data["scrape_gzip_cpu_s"], data["scrape_gzip_s"]
+    met = mb <= SCRAPE_TARGET_MB and cpu <= SCRAPE_TARGET_S
+    return (
+        f"- **Scrape** at {data['series']:,} probe partitions ({data['windows']:,} windows): "
+        f"**{mb:.2f} MB** gzipped ({data['scrape_plain_mb']:.1f} MB of text), **{cpu:.2f} s** "
+        f"of CPU ({wall:.2f} s wall); targets ≤ {SCRAPE_TARGET_MB:g} MB, "
+        f"≤ {SCRAPE_TARGET_S:g} s: **{'met' if met else 'not met'}**."
+    )
+
+
+def scrape_section(after: Json, before: Json | None) -> str:
+    """Scrape bytes and time, and where the bytes go, from cardinality(_before).json."""
+    runs = [("now", after)] + ([("before: 92cb660", before)] if before else [])
+    rows = [
+        [
+            label,
+            f"{r['series']:,}",
+            f"{r['windows']:,}",
+            f"{r['scrape_plain_mb']:.1f} MB",
+            f"{r['scrape_gzip_mb']:.2f} MB",
+            f"{r['bytes_per_kind_series']:,.0f}",
+            f"{r['scrape_gzip_cpu_s']:.2f} s ({r['scrape_gzip_s']:.2f} s)",
+            f"{r['scrape_plain_cpu_s']:.2f} s ({r['scrape_plain_s']:.2f} s)",
+            f"{r['render_cpu_s']:.2f} s",
+            f"{r['memory_mib']:.0f} MiB",
+        ]
+        for label, r in runs
+    ]
+    levels = [
+        [level, f"{cost['mb']:.2f} MB", f"{cost['cpu_s']:.3f} s"]
+        for level, cost in after.get("gzip_levels", {}).items()
+    ]
+    families = [
+        [f"`{name}`", f"{size / 1e6:.2f} MB", f"{size / after['scrape_plain_mb'] / 1e4:.1f} %"]
+        for name, size in after.get("families", {}).items()
+        if size >= 1e4
+    ]
+    return (
+        f"{SCRAPE_TITLE}\n\n"
+        f"`{after.get('command', 'python -m bench.cardinality --save')}` fills the exporter with "
+        f"{after['series']:,} probe partitions ({after['topics']} topics, three kinds, "
+        f"resolutions 10s, 1m, 1h; {after['rate_per_s']} msgs/s per partition, the probe's "
+        "default, so a 1h window supports p99.999) and a latency distribution of their own, then "
+        "scrapes /metrics over HTTP, each scrape right after a batch of 10 s windows (median of "
+        f"{after['scrapes']}). Targets: ≤ {SCRAPE_TARGET_MB:g} MB on the wire (Prometheus asks "
+        f"for gzip) and ≤ {SCRAPE_TARGET_S:g} s. Times are CPU seconds of the exporter's process "
+        "(wall time in brackets: the machine ran other work). Bytes per series: text per "
+        "(cluster, topic, partition, kind) series, its three resolutions together. Memory: "
+        "Python allocations (tracemalloc) of the filled exporter.\n\n"
+        + table(
+            [
+                "exporter",
+                "partitions",
+                "windows",
+                "text",
+                "gzip",
+                "bytes per series",
+                "gzip scrape",
+                "plain scrape",
+                "first render",
+                "memory",
+            ],
+            rows,
+        )
+        + (
+            f"\n\nBefore: per-partition histograms (24 `le` bounds each), every scrape joining "
+            f"all windows' lines and building the counters through prometheus_client, gzip "
+            f"level 1; measured with the same bench (`{before.get('command', '')}`)."
+            if before
+            else ""
+        )
+        + "\n\nThe server's gzip level (`monitor.exporter.server.GZIP_LEVEL`), measured on this "
+        "body:\n\n"
+        + table(["level", "on the wire", "CPU"], levels)
+        + "\n\nWhere the text goes (now):\n\n"
+        + table(["family", "text", "share"], families)
+        + "\n"
+    )
+
+
 # --- stream freshness and memory -------------------------------------------------------------
 
 HEALTH_TITLE = "## Stream freshness and memory"
@@ -1136,6 +1229,9 @@ def render(results: dict[str, Json], img_dir: Path = IMG_DIR, doc_path: Path = D
         out.append(
             f"{HEALTH_TITLE}\n\n_Not measured in this run: {_skip_reason(results, 'health')}._\n"
         )
+    scrape = results.get("cardinality")
+    if isinstance(scrape, Mapping) and scrape.get("series"):
+        out.append(scrape_section(scrape, results.get("cardinality_before")))
     out.append("## Four brokers side by side (`nines compare`)\n")
     compare = results.get("compare")
     if isinstance(compare, Mapping) and compare.get("cases"):

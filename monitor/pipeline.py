@@ -39,6 +39,7 @@ class StreamPipeline:
             finest_resolution=config.spec.finest,
             max_series=config.max_series,
             series_ttl_windows=config.series_ttl_windows,
+            partition_histograms=config.partition_histograms,
         )
         self.job = StreamJob(config, spark, on_batch, source, sink=self.exporter)
         self.server: MetricsServer | None = None

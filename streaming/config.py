@@ -49,6 +49,9 @@ class StreamConfig(StageConfig):
     max_series: int = Field(default=DEFAULT_MAX_SERIES, ge=1)
     #: Windows of its resolution a series may go without a closed one before leaving /metrics.
     series_ttl_windows: int = Field(default=6, ge=1)
+    #: Cumulative histograms per probe partition; False: per topic (``partition="all"``), a
+    #: third of the scrape at 10,000 partitions (docs/metrics.md, scrape cost).
+    partition_histograms: bool = False
     kafka: dict[str, str] = Field(default_factory=dict)
     _spec: WindowSpec = PrivateAttr(default=DEFAULT_WINDOWS)
     _layout: HdrLayout = PrivateAttr(default_factory=HdrLayout)

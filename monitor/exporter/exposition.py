@@ -1,16 +1,21 @@
 """The /metrics body in the Prometheus text format (0.0.4): what a scrape of the exporter returns.
 
-The small families (window ends, counters, pipeline health) are prometheus_client metric families
-written by its ``generate_latest``. The per-window gauges and the cumulative histogram are
-rendered by hand, for speed: with 10,200 series × 3 resolutions, building metric families on every
-scrape took 5.7 s per scrape (label validation and quantile reads for 476k samples); rendering a
-closed window's lines once, when it arrives, and joining text per scrape takes 0.4 s (commit
-a121808). The hand-written lines are checked byte for byte against prometheus_client's rendering
-(tests/unit/exporter). Nothing here reads a quantile from anything but a (merged) histogram.
+The small families (window ends, series counts, pipeline health) are prometheus_client metric
+families written by its ``generate_latest``. The per-window gauges, the cumulative histogram and
+the counters are rendered by hand, for speed: with 10,200 series × 3 resolutions, building metric
+families on every scrape took 5.7 s per scrape (label validation and quantile reads for 476k
+samples); rendering a closed window's lines once, when it arrives, and joining text per scrape
+took 0.4 s (commit a121808). At 10,000 probe partitions (90,180 windows) that join, the histogram
+and the counters took 2.2 s of CPU; with each resolution's lines joined once per change, a
+histogram series rendered when a window adds to it, and counters written by hand, a scrape right
+after a batch takes 0.43 s including gzip (docs/benchmarks.md, scrape cost). The hand-written
+lines are checked byte for byte against prometheus_client's rendering (tests/unit/exporter).
+Nothing here reads a quantile from anything but a (merged) histogram.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -175,37 +180,46 @@ def render_window(
     )
 
 
+def window_chunk(
+    lines: Sequence[WindowLines], families: Sequence[tuple[str, str, str]] = WINDOW_FAMILIES
+) -> tuple[bytes, ...]:
+    """Windows' pre-rendered lines joined per family (``families`` order), for one resolution:
+    a resolution whose windows did not change keeps its chunk between scrapes."""
+    return tuple("".join([getattr(w, attr) for w in lines]).encode() for _, _, attr in families)
+
+
 def window_text(
-    lines: Sequence[WindowLines],
+    chunks: Sequence[tuple[bytes, ...]],
     families: Sequence[tuple[str, str, str]] = WINDOW_FAMILIES,
-) -> str:
-    """The per-window gauge families from windows' pre-rendered lines, in the given order."""
+) -> list[bytes]:
+    """The per-window gauge families from resolutions' chunks, in the given order (unjoined:
+    ``body`` copies the 70 MB once)."""
     parts = []
-    for name, doc, attr in families:
-        parts.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")
-        parts.extend(getattr(w, attr) for w in lines)
-    return "".join(parts)
+    for i, (name, doc, _) in enumerate(families):
+        parts.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n".encode())
+        parts.extend(chunk[i] for chunk in chunks)
+    return parts
 
 
-def histogram_text(
-    le_seconds: Sequence[float],
-    buckets: Mapping[SeriesKey, Sequence[int]],
-    count: Mapping[SeriesKey, int],
-    sum_s: Mapping[SeriesKey, float],
+def histogram_lines(
+    s: SeriesKey, les: Sequence[str], buckets: Sequence[int], total: int, sum_s: float
 ) -> str:
-    """Cumulative ``le`` buckets, count and sum of every series (they change every batch)."""
-    les = [floatToGoString(le) for le in le_seconds]
-    out = [f"# HELP {HISTOGRAM} {HISTOGRAM_HELP}\n# TYPE {HISTOGRAM} histogram\n"]
-    for s in sorted(buckets, key=series_key):
-        pairs = _series_pairs(s)
-        lv, ll = _labels(pairs), _labels(pairs, extra="le")
-        total = count[s]
-        for le, c in zip(les, buckets[s], strict=True):
-            out.append(f"{HISTOGRAM}_bucket{{{ll.format(le)}}} {floatToGoString(c)}\n")
-        out.append(f"{HISTOGRAM}_bucket{{{ll.format('+Inf')}}} {floatToGoString(total)}\n")
-        out.append(f"{HISTOGRAM}_count{{{lv}}} {floatToGoString(total)}\n")
-        out.append(f"{HISTOGRAM}_sum{{{lv}}} {floatToGoString(sum_s[s])}\n")
+    """One series' cumulative ``le`` buckets, count and sum, rendered when a window adds to them."""
+    pairs = _series_pairs(s)
+    lv, ll = _labels(pairs), _labels(pairs, extra="le")
+    out = [
+        f"{HISTOGRAM}_bucket{{{ll.format(le)}}} {floatToGoString(c)}\n"
+        for le, c in zip(les, buckets, strict=True)
+    ]
+    out.append(f"{HISTOGRAM}_bucket{{{ll.format('+Inf')}}} {floatToGoString(total)}\n")
+    out.append(f"{HISTOGRAM}_count{{{lv}}} {floatToGoString(total)}\n")
+    out.append(f"{HISTOGRAM}_sum{{{lv}}} {floatToGoString(sum_s)}\n")
     return "".join(out)
+
+
+def histogram_text(lines: Sequence[str]) -> str:
+    """The histogram family from its series' pre-rendered lines, in the given order."""
+    return f"# HELP {HISTOGRAM} {HISTOGRAM_HELP}\n# TYPE {HISTOGRAM} histogram\n" + "".join(lines)
 
 
 def window_end_family(window_end_us: Mapping[str, int]) -> Any:
@@ -228,14 +242,37 @@ def _label_values(key: Any) -> tuple[str, ...]:
     return tuple(str(k) for k in key)
 
 
+def _counter_order(key: Any) -> Any:
+    return series_key(key) if isinstance(key, SeriesKey) else key
+
+
 def counter_families(counters: StreamCounters) -> Iterable[Any]:
     """One counter family per StreamCounters field (cumulative since the exporter started)."""
     for attr, (name, doc, labels) in COUNTER_FAMILIES.items():
         fam = CounterMetricFamily(name, doc, labels=labels)
         values: Mapping[Any, int] = getattr(counters, attr)
-        for k in sorted(values, key=lambda k: series_key(k) if isinstance(k, SeriesKey) else k):
+        for k in sorted(values, key=_counter_order):
             fam.add_metric(list(_label_values(k)), values[k])
         yield fam
+
+
+@functools.lru_cache(maxsize=1 << 16)  # bounded; 10,000 partitions need 20,000 entries
+def _counter_head(attr: str, key: Any) -> str:
+    """``name_total{labels}`` of one counter sample: its labels do not change between scrapes."""
+    name, _, labels = COUNTER_FAMILIES[attr]
+    return f"{name}_total{{{_labels(dict(zip(labels, _label_values(key), strict=True)))}}}"
+
+
+def counter_text(counters: StreamCounters) -> str:
+    """``counter_families`` as ``generate_latest`` writes them, by hand: at 10,000 partitions its
+    label checks took 0.2 s per scrape for the 20,000 echo and loss counters."""
+    out = []
+    for attr, (name, doc, _) in COUNTER_FAMILIES.items():
+        out.append(f"# HELP {name}_total {doc}\n# TYPE {name}_total counter\n")
+        values: Mapping[Any, int] = getattr(counters, attr)
+        for k in sorted(values, key=_counter_order):
+            out.append(f"{_counter_head(attr, k)} {floatToGoString(values[k])}\n")
+    return "".join(out)
 
 
 def series_families(kept: int, limit: int, rejected: int, evicted: int) -> Iterable[Any]:
@@ -276,8 +313,10 @@ class _Families:
         return self.families
 
 
-def body(windows: str, window_end: Any, histogram: str, rest: Sequence[Any]) -> bytes:
-    """The whole body: window gauges, window ends, the histogram, then counters and health."""
+def body(
+    windows: Sequence[bytes], window_end: Any, histogram: str, counters: str, rest: Sequence[Any]
+) -> bytes:
+    """The whole body: window gauges, window ends, the histogram, counters, then the rest."""
     head = generate_latest(_Families([window_end]))
     tail = generate_latest(_Families(list(rest)))
-    return windows.encode() + head + histogram.encode() + tail
+    return b"".join((*windows, head, histogram.encode(), counters.encode(), tail))

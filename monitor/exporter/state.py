@@ -43,6 +43,8 @@ class _Histograms:
     buckets: dict[SeriesKey, list[int]] = field(default_factory=dict)
     count: dict[SeriesKey, int] = field(default_factory=dict)
     sum_s: dict[SeriesKey, float] = field(default_factory=dict)
+    #: each series' exposition lines, rendered when a window adds to it (a scrape only joins)
+    lines: dict[SeriesKey, str] = field(default_factory=dict)
 
 
 def _add(into: dict[Any, int], key: Any, value: int) -> None:
@@ -67,6 +69,7 @@ class LatencyExporter:
         finest_resolution: str | None = None,
         max_series: int = DEFAULT_MAX_SERIES,
         series_ttl_windows: int = DEFAULT_SERIES_TTL_WINDOWS,
+        partition_histograms: bool = False,
     ) -> None:
         self.max_series = max_series
         self.series_ttl_windows = series_ttl_windows
@@ -77,11 +80,20 @@ class LatencyExporter:
         self.quantiles = tuple(quantiles)
         self.le_seconds = tuple(le_seconds)
         self.finest_resolution = finest_resolution
+        #: cumulative histograms per probe partition (True) or per topic, ``partition="all"``
+        self.partition_histograms = partition_histograms
         self._lock = threading.Lock()
         self._latest: dict[tuple[str, SeriesKey], WindowHistogram] = {}
         self._lines: dict[tuple[str, SeriesKey], exposition.WindowLines] = {}
+        #: resolution → its windows' lines joined per family, until one of them changes
+        self._chunks: dict[str, tuple[tuple[bytes, ...], tuple[bytes, ...]]] = {}
+        #: resolution → its series in exposition order (and the histogram's); absent: sort again
+        self._order: dict[str, list[SeriesKey]] = {}
+        self._broker_order: dict[str, list[SeriesKey]] = {}
+        self._hist_order: list[SeriesKey] | None = None
         self._quantile_texts = [floatToGoString(q) for q in self.quantiles]
         self._le_us = [int(le * 1e6) for le in self.le_seconds]
+        self._le_texts = [floatToGoString(le) for le in self.le_seconds]
         self._window_end: dict[str, int] = {}
         self._counters: dict[str, dict[Any, int]] = {name: {} for name in COUNTER_FIELDS}
         self._counters["bad"].update(dict.fromkeys(BAD_REASONS, 0))
@@ -103,7 +115,10 @@ class LatencyExporter:
                     continue
                 key = (w.resolution, w.series)
                 current = self._latest.get(key)
+                if current is None:
+                    self._order.pop(w.resolution, None)
                 if current is None or w.window_end_us >= current.window_end_us:
+                    self._chunks.pop(w.resolution, None)
                     self._latest[key] = w
                     self._lines[key] = exposition.render_window(
                         w, self.quantiles, self._quantile_texts
@@ -111,8 +126,13 @@ class LatencyExporter:
                 self._window_end[w.resolution] = max(
                     self._window_end.get(w.resolution, 0), w.window_end_us
                 )
-                if w.resolution == self.finest_resolution and w.series.partition != ALL_PARTITIONS:
-                    self._accumulate(w, derive_counts=counters is None)
+                if w.resolution == self.finest_resolution and not w.series.broker:
+                    # broker rollups hold the topic's samples again: never in the histogram
+                    merged = w.series.partition == ALL_PARTITIONS
+                    if merged != self.partition_histograms:
+                        self._accumulate(w)
+                    if not merged and counters is None:
+                        self._derive_counts(w)
             if counters is not None:
                 for name in COUNTER_FIELDS:
                     into = self._counters[name]
@@ -152,9 +172,12 @@ class LatencyExporter:
             if self._window_end[key[0]] - w.window_end_us
             > self.series_ttl_windows * (w.window_end_us - w.window_start_us)
         ]
+        cum = self._hist
         for res, series in stale:
             del self._latest[(res, series)]
             del self._lines[(res, series)]
+            self._order.pop(res, None)
+            self._chunks.pop(res, None)
             self.series_evicted += 1
             sid = _series_id(series)
             if not any((res, SeriesKey(*sid[:3], kind, sid[3])) in self._latest for kind in KINDS):
@@ -166,21 +189,32 @@ class LatencyExporter:
                         if not series.broker:  # counters are per partition, never per broker
                             self._forget_counters(sid[:3])
             if res == self.finest_resolution:
-                for store in (self._hist.buckets, self._hist.count, self._hist.sum_s):
+                self._hist_order = None
+                for store in (cum.buckets, cum.count, cum.sum_s, cum.lines):
                     store.pop(series, None)
 
-    def _accumulate(self, w: WindowHistogram, derive_counts: bool) -> None:
+    def _accumulate(self, w: WindowHistogram) -> None:
+        """Add a finest window to its series' cumulative buckets and re-render their lines."""
         s, cum = w.series, self._hist
+        if s not in cum.buckets:
+            self._hist_order = None
         buckets = cum.buckets.setdefault(s, [0] * len(self.le_seconds))
         for i, c in enumerate(w.hist.counts_at_or_below(self._le_us)):
             buckets[i] += c
         _add(cum.count, s, w.hist.total)
         cum.sum_s[s] = cum.sum_s.get(s, 0.0) + w.hist.sum_us / 1e6
-        if derive_counts and s.kind == "e2e":
+        cum.lines[s] = exposition.histogram_lines(
+            s, self._le_texts, buckets, cum.count[s], cum.sum_s[s]
+        )
+
+    def _derive_counts(self, w: WindowHistogram) -> None:
+        """Echo, loss and overflow counters from a partition's finest window (no job counters)."""
+        s = w.series
+        if s.kind == "e2e":
             topic = (s.cluster, s.topic, s.partition)
             _add(self._counters["echoes"], topic, w.hist.total)
             _add(self._counters["lost"], topic, w.lost)
-        if derive_counts and w.hist.overflow:
+        if w.hist.overflow:
             _add(self._counters["overflow"], s, w.hist.overflow)
 
     def _forget_counters(self, triple: tuple[str, ...]) -> None:
@@ -226,32 +260,47 @@ class LatencyExporter:
                     out.setdefault(res, []).append(w)
             return out
 
+    def _chunk(self, res: str) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+        """The resolution's window lines joined per family, partition and topic series apart from
+        broker ones (cached until one of its windows changes)."""
+        chunk = self._chunks.get(res)
+        if chunk is None:
+            order = self._order.get(res)
+            if order is None:
+                mine = sorted((s for r, s in self._lines if r == res), key=exposition.series_key)
+                order = self._order[res] = [s for s in mine if not s.broker]
+                self._broker_order[res] = [s for s in mine if s.broker]
+            chunk = self._chunks[res] = (
+                exposition.window_chunk([self._lines[(res, s)] for s in order]),
+                exposition.window_chunk(
+                    [self._lines[(res, s)] for s in self._broker_order[res]],
+                    exposition.BROKER_WINDOW_FAMILIES,
+                ),
+            )
+        return chunk
+
     def exposition(self) -> bytes:
         """The whole /metrics body in the Prometheus text format (version 0.0.4)."""
         with self._lock:
-            order = sorted(self._lines, key=lambda k: (k[0], exposition.series_key(k[1])))
-            windows = exposition.window_text([self._lines[k] for k in order if not k[1].broker])
-            by_broker = sorted(
-                (k for k in self._lines if k[1].broker),
-                key=lambda k: (k[0], k[1].cluster, k[1].topic, k[1].broker, k[1].kind),
-            )
-            if by_broker:
+            chunks = [self._chunk(res) for res in sorted(self._window_end)]
+            windows = exposition.window_text([topics for topics, _ in chunks])
+            if any(self._broker_order.get(res) for res in self._window_end):
                 windows += exposition.window_text(
-                    [self._lines[k] for k in by_broker], exposition.BROKER_WINDOW_FAMILIES
+                    [brokers for _, brokers in chunks], exposition.BROKER_WINDOW_FAMILIES
                 )
             end = exposition.window_end_family(self._window_end)
-            counters = StreamCounters(**self._counters)
+            counters = exposition.counter_text(StreamCounters(**self._counters))
             rest = [
-                *exposition.counter_families(counters),
                 *exposition.series_families(
                     len(self._admitted), self.max_series, self.series_rejected, self.series_evicted
                 ),
                 *exposition.health_families(self._health, self._batches),
             ]
-            hist = exposition.histogram_text(
-                self.le_seconds, self._hist.buckets, self._hist.count, self._hist.sum_s
-            )
-        return exposition.body(windows, end, hist, rest)
+            lines = self._hist.lines
+            if self._hist_order is None:
+                self._hist_order = sorted(lines, key=exposition.series_key)
+            hist = exposition.histogram_text([lines[s] for s in self._hist_order])
+        return exposition.body(windows, end, hist, counters, rest)
 
     def serve(
         self, host: str = "127.0.0.1", port: int = 9464, web: WebConfig | None = None

@@ -37,9 +37,17 @@ def batch(end_s: int) -> object:
 
 def test_the_pipeline_serves_what_the_job_hands_out(monkeypatch: pytest.MonkeyPatch) -> None:
     pipeline = StreamPipeline(
-        StreamConfig.model_validate({"bootstrap": "x:1", "windows": "10s,1m", "metrics_port": 0})
+        StreamConfig.model_validate(
+            {
+                "bootstrap": "x:1",
+                "windows": "10s,1m",
+                "metrics_port": 0,
+                "partition_histograms": True,
+            }
+        )
     )
     assert pipeline.job.sink is pipeline.exporter
+    assert pipeline.exporter.partition_histograms
     assert pipeline.exporter.finest_resolution == "10s"
     monkeypatch.setattr(pipeline.job, "start", lambda: pipeline.job)  # no Spark in a unit test
     pipeline.start()

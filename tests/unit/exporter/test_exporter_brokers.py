@@ -67,7 +67,7 @@ def test_broker_families_beside_unchanged_partition_series() -> None:
     assert sorted(parts) == [("0", 0.9), ("1", 0.002), ("all", 0.9)]
     assert all("broker" not in x.labels for x in s["nines_latency_max_seconds"])
     counts = {x.labels["partition"]: x.value for x in s["nines_latency_histogram_seconds_count"]}
-    assert counts == {"0": 2001, "1": 1000}  # no broker double count in the cumulative histogram
+    assert counts == {"all": 3001}  # per topic by default; no broker double count in it
     assert s["nines_series"][0].value == 6  # 2 partitions, the topic, 3 brokers
     assert sorted(w.series.partition for w in exp.latest_windows()["10s"]) == ["0", "1", "all"]
     assert len(exp.latest_windows(brokers=True)["10s"]) == 6

@@ -1,0 +1,161 @@
+"""The scrape stays small: per-topic histograms by default, every queried ``le`` exported, bytes
+per series bounded (docs/metrics.md, scrape cost)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.utils import floatToGoString
+
+from core.config import ConfigError
+from core.hdr import HdrLayout, SparseHistogram
+from core.sla import BUCKET_BOUNDARIES_S, load_sla, parse_sla
+from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
+from monitor.alerts.rules import render_rules
+from monitor.exporter import LatencyExporter
+from monitor.exporter.server import GZIP_LEVEL
+
+ROOT = Path(__file__).parents[3]
+LAYOUT = HdrLayout()
+HISTOGRAM = "nines_latency_histogram_seconds"
+LE = re.compile(r'\ble\s*(=~|!=|!~|=)\s*"([^"]*)"')
+
+#: The scrape budget is 5 MB on the wire (gzip) at 10,000 probe partitions: 500 bytes each
+#: (bench.cardinality measures 475); 120 partitions compress less well (550 bytes each).
+GZIP_BYTES_PER_PARTITION = 600
+#: Plain text per (cluster, topic, partition, kind) series at three resolutions; with per-partition
+#: histograms it was 5,100 bytes.
+BYTES_PER_KIND_SERIES = 2_600
+
+
+def windows(
+    partitions: int, res: str = "10s", span_s: int = 10, rate_per_s: int = 100, seed: int = 0
+) -> list[WindowHistogram]:
+    """One window per partition and kind, each with its own latencies, plus the topic merges."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for p in range(partitions):
+        for kind in ("e2e", "publish", "send_lag"):
+            values = rng.lognormal(np.log(rng.uniform(2_000, 20_000)), 0.8, 1_000)
+            drawn = SparseHistogram.from_values(LAYOUT, values.astype(np.int64) + 1)
+            scale = max(1, rate_per_s * span_s // 1_000)
+            hist = SparseHistogram(
+                LAYOUT, drawn.index, drawn.count * scale, drawn.max_us, drawn.sum_us * scale
+            )
+            key = SeriesKey("c", f"t{p % 4}", str(p), kind)
+            out.append(WindowHistogram(res, 0, span_s * 1_000_000, key, hist, lost=p % 3))
+    return with_topic_rollups(out)
+
+
+def histogram_samples(exp: LatencyExporter) -> dict[tuple[str, ...], float]:
+    """(suffix, topic, partition, kind, le) → value of every histogram sample."""
+    out = {}
+    for fam in text_string_to_metric_families(exp.exposition().decode()):
+        for s in fam.samples:
+            if s.name.startswith(HISTOGRAM):
+                key = (s.name[len(HISTOGRAM) :], s.labels["topic"], s.labels["partition"])
+                out[(*key, s.labels["kind"], s.labels.get("le", ""))] = s.value
+    return out
+
+
+def test_histograms_are_per_topic_by_default_and_sum_the_partitions() -> None:
+    ws = windows(8) + windows(8, seed=1)  # two batches of the same windows: cumulative
+    per_topic, per_partition = LatencyExporter(), LatencyExporter(partition_histograms=True)
+    for exp in (per_topic, per_partition):
+        exp.update(ws[: len(ws) // 2])
+        exp.update(ws[len(ws) // 2 :])
+    topic, partition = histogram_samples(per_topic), histogram_samples(per_partition)
+    assert {k[2] for k in topic} == {"all"} and "all" not in {k[2] for k in partition}
+    summed: dict[tuple[str, ...], float] = {}
+    for (suffix, t, _, kind, le), v in partition.items():
+        summed[(suffix, t, "all", kind, le)] = summed.get((suffix, t, "all", kind, le), 0) + v
+    assert topic.keys() == summed.keys()
+    for key, value in topic.items():
+        assert value == pytest.approx(summed[key], rel=1e-9), key
+    # what the burn-rate rules and the SLO panel read (sum by topic) is the same in both modes
+    body = per_topic.exposition().decode()
+    assert 'nines_echoes_total{cluster="c",partition="3",topic="t3"}' in body  # counters: as before
+
+
+def queried_les() -> set[str]:
+    """Every ``le`` a committed dashboard, the shipped rules or a valid SLA's rules select."""
+    texts = [p.read_text() for p in (ROOT / "dashboards" / "json").glob("*.json")]
+    texts += [p.read_text() for p in (ROOT / "helm" / "nines" / "files").glob("*.yaml")]
+    texts.append(json.dumps(render_rules(load_sla(ROOT / "examples" / "sla.yaml"))))
+    valid = 0
+    for threshold in BUCKET_BOUNDARIES_S:  # every threshold a burn-rate objective may use
+        objective = {"name": "burn", "quantile": 0.999, "threshold": threshold, "objective": 0.99}
+        try:
+            sla = parse_sla({"objectives": [objective]})
+        except ConfigError:  # below a millisecond: PromQL durations cannot say it
+            continue
+        valid += 1
+        texts.append(json.dumps(render_rules(sla)))
+    assert valid >= 20
+    found = set()
+    for text in texts:
+        for op, value in LE.findall(text.replace('\\"', '"')):
+            assert op == "=", f"le{op}{value!r}: only exact le matchers can be checked"
+            found.add(value)
+    return found
+
+
+def test_every_le_a_rule_or_panel_queries_is_exported() -> None:
+    used = queried_les()
+    assert "0.05" in used  # the SLO panel and the example SLA: the scan sees them
+    exp = LatencyExporter()
+    exp.update(windows(2))
+    exported = {k[4] for k in histogram_samples(exp) if k[0] == "_bucket"}
+    assert used <= exported, sorted(used - exported)
+    assert {floatToGoString(b) for b in BUCKET_BOUNDARIES_S} <= exported
+
+
+def test_scrape_bytes_per_series_are_bounded() -> None:
+    """At 100 msgs/s per partition (the probe's default) and three resolutions."""
+    partitions = 120
+    exp = LatencyExporter(max_series=partitions + 4)
+    for seed, (res, span_s) in enumerate((("10s", 10), ("1m", 60), ("1h", 3600))):
+        exp.update(windows(partitions, res, span_s, seed=seed))
+    body = exp.exposition()
+    kind_series = partitions * 3
+    assert len(body) / kind_series <= BYTES_PER_KIND_SERIES, len(body) / kind_series
+    wire = len(gzip.compress(body, compresslevel=GZIP_LEVEL))
+    assert wire / partitions <= GZIP_BYTES_PER_PARTITION, wire / partitions
+
+
+def test_hand_written_counters_are_what_prometheus_client_would_write() -> None:
+    from prometheus_client import generate_latest
+
+    from monitor.exporter import exposition
+    from streaming.counters import StreamCounters
+
+    odd = 'we"ird\\topic\n{x}'
+    counters = StreamCounters(
+        echoes={("c", odd, "0"): 3, ("c", "t", "10"): 2**40, ("c", "t", "2"): 0},
+        lost={("c", "t", "0"): 1},
+        late={},
+        overflow={SeriesKey("c", odd, "0", "e2e"): 4, SeriesKey("b", "t", "0", "hiccup"): 1},
+        bad={"not_json": 5, "future": 0},
+        data_loss={("echo", "0"): 6},
+    )
+    families = exposition._Families(list(exposition.counter_families(counters)))
+    assert exposition.counter_text(counters).encode() == generate_latest(families)  # type: ignore[arg-type]
+
+
+def test_partition_histograms_is_a_validated_stream_key() -> None:
+    from core.config import build
+    from streaming.config import StreamConfig
+
+    assert build(StreamConfig, {"bootstrap": "x:1"}).partition_histograms is False
+    assert build(
+        StreamConfig, {"bootstrap": "x:1", "partition_histograms": True}
+    ).partition_histograms
+    with pytest.raises(ConfigError, match=r"^partition_histograms: .*boolean") as bad:
+        build(StreamConfig, {"bootstrap": "x:1", "partition_histograms": "maybe"})
+    assert "\n" not in str(bad.value)
