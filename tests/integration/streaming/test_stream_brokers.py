@@ -12,14 +12,13 @@ from typing import Any
 import numpy as np
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from kafka_cluster import consumer, producer
-from test_stream_oracle import Collector  # the oracle's sink: every window and counter
+from stream_jobs import Collector, job_config
 
 import probes.agent
 from core.echo import Echo, decode_record, encode_record
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import WindowHistogram, merge_all
 from probes import ProbeAgent, ProbeConfig
-from streaming.config import StreamConfig
 from streaming.job import StreamJob
 from testbroker import EmbeddedBroker
 
@@ -133,9 +132,7 @@ def test_per_broker_series_through_rtt_and_a_leader_move(
 
     sink = Collector()
     job = StreamJob(
-        StreamConfig(bootstrap=bootstrap, echo_topic=ECHO_TOPIC, windows="10s,1m",
-                     watermark="1s", trigger="500ms", starting_offsets="earliest",
-                     metrics_port=0, master="local[2]", shuffle_partitions=2),
+        job_config(bootstrap, ECHO_TOPIC, windows="10s,1m"),
         spark=spark,
         on_batch=sink,
     )  # fmt: skip

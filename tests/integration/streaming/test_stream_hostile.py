@@ -7,11 +7,10 @@ from typing import Any
 
 import numpy as np
 from kafka_cluster import producer, unique_topic
-from test_stream_oracle import Collector  # the oracle's sink: every window and counter
+from stream_jobs import Collector, job_config
 
 from core.echo import MAX_ECHO_BYTES, MAX_ECHO_DEPTH, Echo, encode_record
 from core.hdr import HdrLayout, SparseHistogram
-from streaming.config import StreamConfig
 from streaming.job import StreamJob
 
 LAYOUT = HdrLayout()
@@ -96,17 +95,7 @@ def test_a_hostile_topic_is_counted_by_reason_and_good_windows_stay_exact(
 
     sink = Collector()
     job = StreamJob(
-        StreamConfig(
-            bootstrap=broker.bootstrap,
-            echo_topic=topic,
-            windows="10s",
-            watermark="1s",
-            trigger="500ms",
-            starting_offsets="earliest",
-            metrics_port=0,
-            master="local[2]",
-            shuffle_partitions=2,
-        ),
+        job_config(broker.bootstrap, topic),
         spark=spark,
         on_batch=sink,
     )

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 from kafka_cluster import producer, unique_topic
+from stream_jobs import job_config
 
 from core.echo import Echo, Hiccup, encode_record
 from core.windows import WindowHistogram, merge_all
-from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
 from streaming.job import StreamJob
 
@@ -74,17 +74,12 @@ def test_late_echoes_are_counted_once_and_resolutions_stay_consistent(
     send(phase1, T0 + 35_000_000)
     sink = Sink()
     job = StreamJob(
-        StreamConfig(
-            bootstrap=broker.bootstrap,
-            echo_topic=topic,
+        job_config(
+            broker.bootstrap,
+            topic,
             windows="10s,1m",
-            watermark="1s",
             trigger="200ms",
-            starting_offsets="earliest",
             checkpoint=str(tmp_path / "ckpt"),
-            metrics_port=0,
-            master="local[2]",
-            shuffle_partitions=2,
         ),
         spark=spark,
         on_batch=sink,

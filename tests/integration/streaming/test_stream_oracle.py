@@ -2,47 +2,21 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import defaultdict
 from typing import Any
 
 import numpy as np
 from kafka_cluster import consumer, producer, unique_topic
+from stream_jobs import Collector, job_config
 
 from core.echo import Echo, Hiccup, encode_record
 from core.hdr import HdrLayout, SparseHistogram, rank_for_quantile
-from core.windows import WindowHistogram
-from streaming.config import StreamConfig
-from streaming.counters import StreamCounters
 from streaming.job import StreamJob
 
 LAYOUT = HdrLayout()
 RATE = 50  # per partition per second
 MINUTES = 2
-
-
-class Collector:
-    """Every closed window and counter the job hands to its sink."""
-
-    def __init__(self) -> None:
-        self.windows: list[WindowHistogram] = []
-        self.counters = StreamCounters()
-        self.lock = threading.Lock()
-
-    def __call__(self, batch_id: int, windows: list[WindowHistogram], c: StreamCounters) -> None:
-        with self.lock:
-            self.windows.extend(windows)
-            self.counters = self.counters.merge(c)
-
-    def wait(self, predicate: Any, timeout_s: float = 120) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with self.lock:
-                if predicate(self):
-                    return
-            time.sleep(0.5)
-        raise AssertionError("timed out waiting for the stream job")
 
 
 def dataset(t0_us: int) -> tuple[list[Echo], list[Hiccup]]:
@@ -127,17 +101,7 @@ def test_oracle_windows_late_and_bad(any_broker: Any, spark: Any) -> None:
     prod.flush()
     sink = Collector()
     job = StreamJob(
-        StreamConfig(
-            bootstrap=broker.bootstrap,
-            echo_topic=topic,
-            windows="10s,1m",
-            watermark="1s",
-            trigger="500ms",
-            starting_offsets="earliest",
-            metrics_port=0,
-            master="local[2]",
-            shuffle_partitions=2,
-        ),
+        job_config(broker.bootstrap, topic, windows="10s,1m"),
         spark=spark,
         on_batch=sink,
     )
@@ -249,18 +213,7 @@ def test_retention_gap_is_counted_and_job_continues(broker: Any, spark: Any, tmp
     topic = unique_topic(broker, 1)
     t0 = (int(time.time()) // 60 * 60 - 3600) * 1_000_000
     prod = producer(broker.bootstrap, **{"linger.ms": 20})
-    cfg = StreamConfig(
-        bootstrap=broker.bootstrap,
-        echo_topic=topic,
-        windows="10s",
-        watermark="1s",
-        trigger="500ms",
-        starting_offsets="earliest",
-        checkpoint=str(tmp_path / "ckpt"),
-        metrics_port=0,
-        master="local[2]",
-        shuffle_partitions=2,
-    )
+    cfg = job_config(broker.bootstrap, topic, checkpoint=str(tmp_path / "ckpt"))
 
     def echo(seq: int, at_us: int) -> bytes:
         return encode_record(

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 from kafka_cluster import producer, unique_topic
+from stream_jobs import job_config
 
 from core.echo import LATENCY_SPANS, Echo, encode_record
 from core.hdr import SparseHistogram
 from core.windows import WindowHistogram
-from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
 from streaming.job import StreamJob
 
@@ -81,16 +81,12 @@ def test_state_holds_at_most_max_series_and_a_replay_admits_the_same(
             i += 1
     prod.flush()
     ckpt = tmp_path / "ckpt"
-    config = StreamConfig(
-        bootstrap=broker.bootstrap,
-        echo_topic=topic,
+    config = job_config(
+        broker.bootstrap,
+        topic,
         windows="10s,1m",
-        watermark="1s",
         trigger="200ms",
-        starting_offsets="earliest",
         checkpoint=str(ckpt),
-        master="local[2]",
-        shuffle_partitions=2,
         max_series=CAP,
     )
 

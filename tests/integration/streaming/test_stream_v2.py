@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 from kafka_cluster import producer, unique_topic
-from test_stream_oracle import LAYOUT, MINUTES, RATE, Collector, dataset, exact_windows
+from stream_jobs import Collector, job_config
+from test_stream_oracle import LAYOUT, MINUTES, RATE, dataset, exact_windows
 
 from core.echo import Echo, Hiccup, encode_record
 from core.echo_v2 import encode_batch
 from core.hdr import SparseHistogram
-from streaming.config import StreamConfig
 from streaming.job import StreamJob
 
 BATCH = 100
@@ -42,17 +42,7 @@ def test_v2_batches_give_exact_windows_and_count_late_and_bad_per_record(
     prod.flush()
     sink = Collector()
     job = StreamJob(
-        StreamConfig(
-            bootstrap=broker.bootstrap,
-            echo_topic=topic,
-            windows="10s",
-            watermark="1s",
-            trigger="500ms",
-            starting_offsets="earliest",
-            metrics_port=0,
-            master="local[2]",
-            shuffle_partitions=2,
-        ),
+        job_config(broker.bootstrap, topic),
         spark=spark,
         on_batch=sink,
     )
