@@ -105,7 +105,7 @@ COUNTER_FAMILIES: dict[str, tuple[str, str, list[str]]] = {
 #: Pipeline health gauge (``nines_stream_<name>``) → help, in exposition order.
 HEALTH_DOCS: dict[str, str] = {
     "batch_duration_seconds": "Duration of the last micro-batch.",
-    "input_rows_per_second": "Input rate of the last micro-batch.",
+    "input_rows_per_second": "Rows per second into the last micro-batch (partial histograms).",
     "watermark_lag_seconds": "Now minus the event-time watermark.",
     "state_rows": "Rows in Spark's aggregation state.",
     "last_batch_timestamp_seconds": "When the last micro-batch finished.",
