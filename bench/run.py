@@ -103,7 +103,7 @@ def _compare(quick: bool) -> None:
     from monitor.compare import CASES, SYSTEMS, Case, run_compare
 
     cases = [Case(256, 1000)] if quick else list(CASES)
-    run_compare(SYSTEMS, cases, 10.0 if quick else 30.0, RESULTS_DIR)
+    run_compare(SYSTEMS, cases, 10.0 if quick else 20.0, RESULTS_DIR)
 
 
 RUNNERS: dict[str, Callable[[bool], None]] = {
