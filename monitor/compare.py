@@ -45,6 +45,8 @@ CAVEATS = (
 )
 #: Event-time slack of the comparison's stream job: every window closes soon after its end.
 WINDOW, WATERMARK_S = "10s", 2.0
+#: Seconds of echoes the stream job takes before the first case (its cold start is no case's).
+WARMUP_S = 10.0
 #: Seconds a message may take before the probe counts it lost (short: runs are short).
 LOSS_TIMEOUT = "5s"
 
@@ -210,6 +212,9 @@ def _run_all(
         with jvm_output_to(tmp / "spark.log"):
             job.start(serve=False)
         try:
+            # Spark compiles and warms its first batches: on echoes of no case, not the first's
+            say(f"warming the stream job up for {WARMUP_S:g} s")
+            _probe(echo.bootstrap, echo.bootstrap, "compare.warmup", Case(256, 1000), WARMUP_S, tmp)
             for system in systems:
                 with _target(system, tmp, kafka_engine) as url:
                     for case in cases:
