@@ -98,7 +98,8 @@ def _fast_ok(t: pa.Table) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
         echo = pc.and_(echo, nonneg(name))
     echo = pc.and_(echo, pc.fill_null(pc.greater_equal(t["leader"], -1), False))
     # absent is kafka (a JSON null never gets here: _parse_chunk sends it to the reference)
-    echo = pc.and_(echo, pc.fill_null(pc.is_in(t["system"], pa.array(SYSTEMS)), True))
+    system_ok = pc.or_(pc.is_null(t["system"]), pc.is_in(t["system"], pa.array(SYSTEMS)))
+    echo = pc.and_(echo, system_ok)
     for name in ("intended_us", "sent_us"):
         echo = pc.and_(echo, pc.fill_null(_time_ok(t[name]), False))
     for name in ("acked_us", "received_us"):

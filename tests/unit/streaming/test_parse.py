@@ -174,3 +174,24 @@ def test_large_batches_keep_order_across_chunks() -> None:
         i % 7 for i in range(len(records)) if i != CHUNK + 3
     ]
     assert rows[-1]["received_us"] == T0 + 2 * (len(records) - 1)
+
+
+def test_good_echoes_take_the_fast_path_with_or_without_a_system(monkeypatch: Any) -> None:
+    """The vectorised path must accept every good echo: the reference is ~10× slower (a
+    null-blind ``system`` check once sent every chunk there, halving the job's throughput)."""
+    import streaming.parse as parse_mod
+    from core.echo import Echo, encode_record
+
+    def no_slow_path(values: Any) -> Any:
+        raise AssertionError(f"{len(values)} good records went to the reference parser")
+
+    monkeypatch.setattr(parse_mod, "_slow", no_slow_path)
+    t0 = 1_795_000_000_000_000
+    values = [
+        encode_record(Echo("p", "c", "t", i % 3, 1, i, 512, t0 + i, t0 + i + 30, t0 + i + 900,
+                           t0 + i + 2000, system=system))
+        for i, system in enumerate(["kafka", "nats", "redis", "rabbitmq"] * 50)
+    ]  # fmt: skip
+    rows = parse_mod.parse_values(values)
+    assert rows.column("rtype").to_pylist() == ["echo"] * 200
+    assert rows.column("system").to_pylist()[:4] == ["kafka", "nats", "redis", "rabbitmq"]
