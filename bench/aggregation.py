@@ -53,6 +53,7 @@ def generate(n: int, t0_us: int, seed: int = 7) -> pa.Table:
         "topic": pa.array(np.full(n, "nines.probe")),
         "partition": pa.array(np.arange(n, dtype=np.int64) % PROBE_PARTITIONS),
         "leader": pa.array(np.arange(n, dtype=np.int64) % PROBE_PARTITIONS % 3 + 1),
+        "system": pa.array(np.full(n, "kafka")),
         "intended_us": pa.array(intended),
         "sent_us": pa.array(intended + 30),
         "acked_us": pa.array(intended + lat // 2),
