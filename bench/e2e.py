@@ -510,7 +510,7 @@ def run_worker(n: int, batch_echoes: int, engines: Sequence[str], formats: Seque
 
 def run_e2e(quick: bool = False, echoes_n: int | None = None) -> dict[str, Any]:
     """Every (engine, format) run in one fresh worker process; writes ``e2e.json``."""
-    n = echoes_n or (100_000 if quick else 600_000)
+    n = echoes_n or (100_000 if quick else 1_000_000)
     batch_echoes = n // 4
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nines-e2e-") as tmp:

@@ -198,7 +198,7 @@ def e2e_section(data: Json) -> str:
         f"- {key}: state update {_get(r, 'stages', 'task_s', 'state_update')} s, removal "
         f"{_get(r, 'stages', 'task_s', 'state_removal')} s, commit "
         f"{_get(r, 'stages', 'task_s', 'state_commit')} s (task seconds); "
-        f"{_get(r, 'stages', 'records_read') or 0:,} Kafka records read into "
+        f"{_get(r, 'stages', 'records_read') or 0:,} echoes (the closing one included) read into "
         f"{_get(r, 'stages', 'partials') or 0:,} partial-histogram rows by "
         f"{_get(r, 'stages', 'read_tasks')} read tasks"
         for key, r in runs.items()
