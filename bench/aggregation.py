@@ -53,6 +53,7 @@ def generate(n: int, t0_us: int, seed: int = 7) -> pa.Table:
         "topic": pa.array(np.full(n, "nines.probe")),
         "partition": pa.array(np.arange(n, dtype=np.int64) % PROBE_PARTITIONS),
         "leader": pa.array(np.arange(n, dtype=np.int64) % PROBE_PARTITIONS % 3 + 1),
+        "system": pa.array(np.full(n, "kafka")),
         "intended_us": pa.array(intended),
         "sent_us": pa.array(intended + 30),
         "acked_us": pa.array(intended + lat // 2),
@@ -139,9 +140,11 @@ class RawReplayReader:
         """The partition's values, memory-mapped, parsed ``FETCH`` at a time."""
         import pyarrow.compute as pc
 
+        from streaming.combine import Combiner
         from streaming.parse import parse_with_stamps
         from streaming.source import SOURCE_SCHEMA
 
+        combiner = Combiner(self.windows, self.layout)  # type: ignore[attr-defined]
         with pa.memory_map(self.path) as source:  # type: ignore[attr-defined]
             column = pa.ipc.open_file(source).read_all().column("value")
             for offset in range(partition.start, partition.end, self.FETCH):
@@ -149,9 +152,11 @@ class RawReplayReader:
                 parsed = parse_with_stamps(values, [None] * len(values), 300_000_000)
                 intended = parsed.column("intended_us")
                 ones = pc.add(pc.multiply(pc.fill_null(intended, 0), 0), 1)
-                yield pa.RecordBatch.from_arrays(
+                marked = pa.RecordBatch.from_arrays(
                     [*parsed.columns, intended, ones], schema=SOURCE_SCHEMA
                 )
+                yield from combiner.add(marked)  # as the Kafka source: partials to Spark
+        yield from combiner.finish()
 
 
 def raw_replay_source() -> Any:
@@ -235,13 +240,18 @@ def run_worker(
     if counted["e2e"] != expected:
         raise RuntimeError(f"{master}: {counted['e2e']} e2e samples out of {expected} echoes")
     busy = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
-    rows = [p["numInputRows"] for p in progress]  # parsed rows: echoes, whatever the format
-    measured_rows, measured_s = sum(rows[1:-1]), sum(busy[1:-1])  # not the cold or closing batch
+    rows = [p["numInputRows"] for p in progress]  # partial histograms out of the combiner
+    # echoes of the steady batches (not the cold nor the closing one): each reads rows_per_batch
+    # values, a v2 value holding V2_BATCH echoes
+    per_value = V2_BATCH if echo_format == "v2" else 1
+    measured_s = sum(busy[1:-1])
+    measured_rows = len(busy[1:-1]) * rows_per_batch * per_value
     state = [op.get("numRowsTotal", 0) for p in progress for op in p.get("stateOperators", [])]
     return {
         "master": master,
         "echo_format": echo_format,
-        "echoes": sum(rows),
+        "echoes": counted["e2e"],
+        "partials_per_batch": rows,
         "batches": len(progress),
         "rows_per_batch": rows_per_batch,
         "echoes_per_s": round(measured_rows / measured_s) if measured_s else None,

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-#: Where raw result JSON goes (gitignored); the report is generated from these files only.
+#: Where raw result JSON goes (committed with the report); the report is generated from these only.
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 

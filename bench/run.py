@@ -20,7 +20,17 @@ from typing import Any
 from bench.machine import RESULTS_DIR, PartSkipped, machine_facts
 
 ROOT = Path(__file__).resolve().parent.parent
-PARTS = ("accuracy", "co", "probe", "aggregation", "stream", "health", "floor", "compare")
+PARTS = (
+    "accuracy",
+    "co",
+    "probe",
+    "aggregation",
+    "stream",
+    "e2e",
+    "health",
+    "floor",
+    "compare",
+)
 
 
 def _accuracy(quick: bool) -> None:
@@ -83,6 +93,16 @@ def _aggregation(quick: bool) -> None:
     run_aggregation(quick=quick)
 
 
+def _e2e(quick: bool) -> None:
+    """End to end through the mock and Tansu, v1 and v2, with stages (``bench.e2e``)."""
+    from bench.e2e import run_e2e
+
+    result = run_e2e(quick=quick)
+    failed = {k: r["error"] for k, r in result["runs"].items() if "error" in r}
+    if failed:
+        raise RuntimeError(f"e2e runs failed (JSON kept): {failed}")
+
+
 def _health(quick: bool) -> None:
     """Freshness and memory of the stream job (``tests/bench/test_stream_freshness_bench.py``)."""
     _pytest_bench("tests/bench/test_stream_freshness_bench.py", "stream_health.json", quick, 480)
@@ -111,6 +131,7 @@ RUNNERS: dict[str, Callable[[bool], None]] = {
     "co": _co,
     "probe": _probe,
     "stream": _stream,
+    "e2e": _e2e,
     "health": _health,
     "aggregation": _aggregation,
     "floor": _floor,

@@ -1,0 +1,576 @@
+"""End to end through the broker: v1 and v2 echoes on the mock and on Tansu, with where the time
+goes, against the pure-Python hdrh loop in the same run.
+
+``python -m bench.e2e [--quick] [--echoes N]`` (part ``e2e`` of ``bench.run``) writes
+``bench/results/e2e.json``. The same seeded echoes (``bench.aggregation.generate``) are encoded
+once as v1 records and once as v2 batches of ``V2_BATCH``; each (broker, format) run gets a fresh
+one-broker ``nines broker`` (Tansu's requests slow down as its logs grow, so no run inherits
+another's log), the echoes produced before the job starts (lz4, as the probe's echo producer),
+a warm-up query on other echoes (Python workers, code generation), then the measured query with
+the same job configuration for all four: ``StreamPipeline`` on local[2], the Kafka source read
+from the earliest offsets, ``BATCH_ECHOES`` echoes per micro-batch (``maxRecordsPerBatch``
+counts Kafka messages, so v2 gets ``BATCH_ECHOES / V2_BATCH``). Every e2e sample must come out
+of the closed 10 s windows, or the run fails.
+
+Where the time goes, per batch, with cheap timers and no change to the job's code path:
+
+* the driver's phases from Spark's progress (``latestOffset``: ListOffsets and the tail fetch;
+  ``addBatch``; the rest), and inside ``addBatch`` the batch's execution (``df.toArrow()`` in
+  the sink: read tasks, shuffle, state) apart from the sink proper (closed windows, exporter);
+* the read tasks' own time, summed over tasks (``TimedKafkaReader``): in ``consume()``, parse
+  and marking, and the combiner; one JSON line per task in ``$NINES_E2E_TIMINGS``;
+* the state operator's update/removal/commit times from Spark's progress.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from bench.machine import write_result
+from streaming.source import KafkaEchoReader, NinesKafkaDataSource, planned_batch_id
+
+ROOT = Path(__file__).resolve().parents[1]
+ENGINES = ("mock", "tansu")
+FORMATS = ("v1", "v2")
+#: Echoes per v2 Kafka message: the probe's BatchingEchoPublisher default (and at most 1,000).
+V2_BATCH = 1000
+#: Echo-topic partitions: the mock keeps ~5 MiB of batches per partition, v1 is ~275 B/echo.
+PARTITIONS = 64
+PROBE_PARTITIONS = 3
+WARM_ECHOES = 20_000
+TIMINGS_ENV = "NINES_E2E_TIMINGS"
+WINDOWS = ("10s", "1m", "1h")
+HIGHEST_US = 3_600_000_000
+CORES = 2
+
+
+# --- data ------------------------------------------------------------------------------------
+
+
+def echoes(n: int, t0_us: int, cluster: str) -> list[Any]:
+    """``n`` seeded echoes of ``bench.aggregation.generate`` as ``core.echo.Echo`` records."""
+    from bench.aggregation import generate
+    from core.echo import Echo
+
+    t = generate(n, t0_us).to_pydict()
+    return [
+        Echo("bench-probe", cluster, t["topic"][i], t["partition"][i], 1, i, 1024,
+             t["intended_us"][i], t["sent_us"][i], t["acked_us"][i], t["received_us"][i],
+             t["lost"][i], t["timeout_us"][i])
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def encode(records: Sequence[Any], echo_format: str) -> list[bytes]:
+    """Kafka values as a probe writes them: one v1 record per echo, or v2 batches of V2_BATCH."""
+    from core.echo import encode_record
+    from core.echo_v2 import encode_batch
+
+    if echo_format == "v1":
+        return [encode_record(e) for e in records]
+    if echo_format == "v2":
+        return [encode_batch(records[k : k + V2_BATCH]) for k in range(0, len(records), V2_BATCH)]
+    raise ValueError(f"echo format must be v1 or v2, not {echo_format!r}")
+
+
+def produce(bootstrap: str, topic: str, values: Sequence[bytes]) -> float:
+    """Write ``values`` round-robin over the topic's partitions; seconds until all are acked."""
+    from confluent_kafka import Producer
+
+    prod = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "compression.type": "lz4",
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "message.max.bytes": 2_000_000,
+        }
+    )
+    errors: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    started = time.perf_counter()
+    for i, value in enumerate(values):
+        while True:
+            try:
+                prod.produce(topic, value=value, partition=i % PARTITIONS, on_delivery=delivered)
+                break
+            except BufferError:
+                prod.poll(0.05)
+        prod.poll(0)
+    left = prod.flush(300)
+    if left or errors:
+        raise RuntimeError(f"produce to {topic}: {left} not delivered, errors {errors[:3]}")
+    return time.perf_counter() - started
+
+
+# --- timers around the reader's stages (run in Spark's Python workers) ------------------------
+
+
+class TimedConsumer:
+    """A confluent-kafka consumer whose ``consume`` calls add up their seconds in ``clock``."""
+
+    def __init__(self, consumer: Any, clock: dict[str, float]) -> None:
+        self._consumer, self._clock = consumer, clock
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> Any:
+        """The wrapped ``consume``, timed."""
+        started = time.perf_counter()
+        try:
+            return self._consumer.consume(num_messages, timeout)
+        finally:
+            self._clock["consume_s"] += time.perf_counter() - started
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._consumer, name)
+
+
+class TimedKafkaReader(KafkaEchoReader):
+    """``KafkaEchoReader`` whose ``read`` times its stages (same calls as the base ``read``:
+    ``marked_rows`` into the ``Combiner``) and appends them as one JSON line per task."""
+
+    def partitions(self, start: dict, end: dict) -> list[Any]:
+        """The base slices, each told its batch id (for the timings line)."""
+        out = super().partitions(start, end)
+        batch = planned_batch_id(self.checkpoint)
+        for s in out:
+            s.batch_id = batch  # type: ignore[attr-defined]
+        return out
+
+    def _consumer(self) -> Any:
+        clock = getattr(self, "_clock", None)
+        consumer = super()._consumer()
+        return consumer if clock is None else TimedConsumer(consumer, clock)
+
+    def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
+        """The base ``read``, with the time in each stage added up."""
+        from streaming.combine import Combiner
+
+        self._clock = clock = {"consume_s": 0.0}
+        combiner = Combiner(self.windows, self.layout)
+        marked_s = combine_s = 0.0
+        records = partials = 0
+        started = time.perf_counter()
+        rows = self.marked_rows(partition)
+        while True:
+            t = time.perf_counter()
+            marked = next(rows, None)
+            marked_s += time.perf_counter() - t
+            if marked is None:
+                break
+            records += marked.num_rows
+            t = time.perf_counter()
+            out = list(combiner.add(marked))
+            combine_s += time.perf_counter() - t
+            partials += sum(b.num_rows for b in out)
+            yield from out
+        t = time.perf_counter()
+        out = list(combiner.finish())
+        combine_s += time.perf_counter() - t
+        partials += sum(b.num_rows for b in out)
+        yield from out
+        line = {
+            "topic": self.topic,
+            "batch": getattr(partition, "batch_id", None),
+            "consume_s": clock["consume_s"],
+            "parse_mark_s": marked_s - clock["consume_s"],
+            "combine_s": combine_s,
+            "task_s": time.perf_counter() - started,
+            "rows": records,
+            "partials": partials,
+        }
+        path = os.environ.get(TIMINGS_ENV)
+        if path:
+            with open(path, "a") as f:
+                f.write(json.dumps(line) + "\n")
+
+
+class TimedKafkaDataSource(NinesKafkaDataSource):
+    """``nines-kafka`` with the timed reader."""
+
+    def streamReader(self, schema: Any) -> Any:
+        """A timed reader over the configured topic."""
+        return TimedKafkaReader(dict(self.options))
+
+
+class _TimedSession:
+    """A Spark session whose ``dataSource.register`` registers the timed source instead, so the
+    job's own ``read_echoes`` builds the query (same options, nothing copied)."""
+
+    def __init__(self, spark: Any) -> None:
+        self._spark = spark
+
+    @property
+    def dataSource(self) -> Any:
+        return self
+
+    def register(self, _cls: Any) -> None:
+        self._spark.dataSource.register(TimedKafkaDataSource)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._spark, name)
+
+
+class _Materialised:
+    """A batch already turned into Arrow, handed to the job's own sink."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+
+    def toArrow(self) -> pa.Table:
+        return self.table
+
+
+# --- one run ---------------------------------------------------------------------------------
+
+
+def stage_breakdown(
+    progress: list[dict[str, Any]], sinks: list[dict[str, float]], tasks: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Seconds per stage over a run's batches: driver phases (wall), the batch's execution and
+    the sink (wall), the read tasks' stages and the state operator (task time, summed)."""
+
+    def ms(p: dict[str, Any], key: str) -> float:
+        return float(p.get("durationMs", {}).get(key, 0)) / 1000
+
+    def state(key: str) -> float:
+        return sum(
+            float(op.get(key, 0)) / 1000 for p in progress for op in p.get("stateOperators", [])
+        )
+
+    trigger = sum(ms(p, "triggerExecution") for p in progress)
+    latest = sum(ms(p, "latestOffset") for p in progress)
+    add = sum(ms(p, "addBatch") for p in progress)
+    execute = sum(s["execute_s"] for s in sinks)
+    sink = sum(s["sink_s"] for s in sinks)
+    consume = sum(t["consume_s"] for t in tasks)
+    parse = sum(t["parse_mark_s"] for t in tasks)
+    combine = sum(t["combine_s"] for t in tasks)
+    return {
+        "wall_s": {
+            "batches": round(trigger, 3),
+            "latest_offset": round(latest, 3),
+            "add_batch": round(add, 3),
+            "execute": round(execute, 3),
+            "sink": round(sink, 3),
+            "other_driver": round(trigger - latest - add, 3),
+        },
+        "task_s": {
+            "kafka_consume": round(consume, 3),
+            "parse_mark": round(parse, 3),
+            "combine": round(combine, 3),
+            "read_tasks": round(sum(t["task_s"] for t in tasks), 3),
+            "state_update": round(state("allUpdatesTimeMs"), 3),
+            "state_removal": round(state("allRemovalsTimeMs"), 3),
+            "state_commit": round(state("commitTimeMs"), 3),
+            # the execution's task-seconds (CORES cores) that the reader did not use: Spark's
+            # aggregation, shuffle, the Arrow hand-over to the JVM, scheduling
+            "spark_rest": round(max(0.0, execute * CORES - consume - parse - combine), 3),
+        },
+        "read_tasks": len(tasks),
+        "records_read": sum(t["rows"] for t in tasks),
+        "partials": sum(t["partials"] for t in tasks),
+    }
+
+
+def run_query(
+    spark: Any, bootstrap: str, topic: str, batch_messages: int, expect: dict[str, int]
+) -> dict[str, Any]:
+    """The job over ``topic`` from its earliest offset until every e2e sample of cluster
+    ``bench`` is out of a closed 10 s window; its progress and sink timings."""
+    import threading
+
+    from monitor.pipeline import StreamPipeline
+    from streaming.config import StreamConfig
+    from streaming.job import read_echoes
+
+    with tempfile.TemporaryDirectory(prefix="nines-e2e-ckpt-") as ckpt:
+        config = StreamConfig(
+            bootstrap=bootstrap,
+            echo_topic=topic,
+            windows=WINDOWS,
+            watermark=120.0,
+            trigger=0.5,
+            starting_offsets="earliest",
+            max_records_per_batch=batch_messages,
+            metrics_port=0,
+            master=f"local[{CORES}]",
+            shuffle_partitions=CORES,
+            checkpoint=ckpt,
+        )
+        counted = {"bench": 0, "other": 0}
+        lock = threading.Lock()
+
+        def on_batch(batch_id: int, windows: list[Any], counters: Any) -> None:
+            with lock:
+                for w in windows:
+                    s = w.series
+                    if w.resolution == "10s" and s.kind == "e2e" and s.partition != "all":
+                        counted["bench" if s.cluster == "bench" else "other"] += w.hist.total
+
+        def source(session: Any) -> Any:
+            return read_echoes(_TimedSession(session), config, ckpt)
+
+        pipe = StreamPipeline(config, spark=spark, on_batch=on_batch, source=source)
+        job = pipe.job
+        sink = job._sink
+        sinks: list[dict[str, float]] = []
+
+        def timed_sink(df: Any, batch_id: int) -> None:
+            t0 = time.perf_counter()
+            table = df.toArrow()
+            t1 = time.perf_counter()
+            sink(_Materialised(table), batch_id)
+            sinks.append({"execute_s": t1 - t0, "sink_s": time.perf_counter() - t1})
+
+        job._sink = timed_sink  # type: ignore[method-assign]  # foreachBatch binds it at start
+        started = time.perf_counter()
+        pipe.start(serve=False)
+        try:
+            pipe.process_all_available()
+            deadline = time.monotonic() + 120
+            while counted["bench"] < expect["bench"] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            wall_s = time.perf_counter() - started
+            time.sleep(0.2)
+            progress = [p for p in pipe.query.recentProgress if "addBatch" in p["durationMs"]]
+        finally:
+            pipe.stop()
+    if counted["bench"] != expect["bench"]:
+        raise RuntimeError(f"{topic}: {counted['bench']} e2e samples out of {expect['bench']}")
+    return {"wall_s": wall_s, "progress": progress, "sinks": sinks}
+
+
+def run_one(
+    spark: Any,
+    engine: str,
+    echo_format: str,
+    values: list[bytes],
+    warm: list[bytes],
+    n: int,
+    batch_echoes: int,
+    timings: Path,
+) -> dict[str, Any]:
+    """One fresh broker of ``engine``; the warm-up query, then the measured one."""
+    from bench.procstat import cpu_s
+    from testbroker import EmbeddedBroker
+
+    per_message = 1 if echo_format == "v1" else V2_BATCH
+    batch_messages = max(1, batch_echoes // per_message)
+    topic = f"echoes-{engine}-{echo_format}"
+    warm_topic = f"warm-{engine}-{echo_format}"
+    topics = [(warm_topic, PARTITIONS), (topic, PARTITIONS)]
+    with EmbeddedBroker(engine=engine, brokers=1, topics=topics) as broker:  # type: ignore[arg-type]
+        produce(broker.bootstrap, warm_topic, warm)
+        produce_s = produce(broker.bootstrap, topic, values)
+        run_query(spark, broker.bootstrap, warm_topic, batch_messages, {"bench": 0})
+        cpu0 = cpu_s(broker.pid)
+        measured = run_query(spark, broker.bootstrap, topic, batch_messages, {"bench": n})
+        broker_cpu_s = cpu_s(broker.pid) - cpu0
+    progress, wall_s = measured["progress"], measured["wall_s"]
+    ids = {p["batchId"] for p in progress}
+    tasks = [
+        t
+        for t in (json.loads(x) for x in timings.read_text().splitlines())
+        if t["topic"] == topic and t["batch"] in ids
+    ]
+    busy_s = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+    rows = [p["numInputRows"] for p in progress]
+    steady = progress[1:-1] if len(progress) > 2 else progress
+    steady_s = sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000
+    steady_records = sum(p["numInputRows"] for p in steady)
+    # numInputRows counts partials out of the combiner, not echoes: steady echoes come from the
+    # read tasks' record counts of those batches (v1: a record per echo; v2: V2_BATCH each)
+    steady_ids = {p["batchId"] for p in steady}
+    steady_msgs = sum(t["rows"] for t in tasks if t["batch"] in steady_ids)
+    return {
+        "engine": engine,
+        "echo_format": echo_format,
+        "echoes": n,
+        "kafka_messages": len(values),
+        "bytes_per_echo": round(sum(map(len, values)) / n, 1),
+        "max_records_per_batch": batch_messages,
+        "produce_s": round(produce_s, 2),
+        "batches": len(progress),
+        "batch_s": [round(p["durationMs"]["triggerExecution"] / 1000, 2) for p in progress],
+        "partials_per_batch": rows,
+        "busy_s": round(busy_s, 2),
+        "wall_s": round(wall_s, 2),
+        "echoes_per_s": round(n / busy_s) if busy_s else None,
+        "wall_echoes_per_s": round(n / wall_s),
+        "steady_echoes_per_s": round(steady_msgs / steady_s) if steady_s else None,
+        "steady_partials": steady_records,
+        "broker_cpu_pct_of_core": round(broker_cpu_s / wall_s * 100, 1),
+        "max_state_rows": max(
+            (op.get("numRowsTotal", 0) for p in progress for op in p.get("stateOperators", [])),
+            default=0,
+        ),
+        "stages": stage_breakdown(progress, measured["sinks"], tasks),
+    }
+
+
+def decode_rate(values: list[bytes], echo_format: str, echoes: int) -> float:
+    """Echoes/s of the reference decoder (``decode_record``/``decode_batch``) on one core."""
+    from core.echo import decode_record
+    from core.echo_v2 import decode_batch
+
+    started = time.perf_counter()
+    if echo_format == "v1":
+        for v in values:
+            decode_record(v)
+    else:
+        for v in values:
+            decode_batch(v)
+    return echoes / (time.perf_counter() - started)
+
+
+def run_worker(n: int, batch_echoes: int, engines: Sequence[str], formats: Sequence[str]) -> Any:
+    """In this process: one Spark session for every run; returns the payload."""
+    from bench.aggregation import generate, hdrh_seconds
+    from core.echo import Echo
+    from streaming.config import StreamConfig
+    from streaming.job import spark_session
+
+    t0 = (int(time.time()) // 3600 * 3600 - 6 * 3600) * 1_000_000
+    records = echoes(n, t0, "bench")
+    # one echo far ahead closes every window, 1h included (its own, never counted)
+    end_us = records[-1].intended_us + 4 * HIGHEST_US
+    closing = Echo("bench-probe", "end", "nines.probe", 0, 1, 0, 1, end_us, end_us, None, end_us)
+    warm_records = echoes(WARM_ECHOES, t0 - 3 * HIGHEST_US, "warm")
+    warm_close = Echo("bench-probe", "warm", "nines.probe", 0, 1, 0, 1, t0, t0, None, t0)
+    data: dict[str, list[bytes]] = {}
+    warm: dict[str, list[bytes]] = {}
+    decode: dict[str, int] = {}
+    for fmt in formats:
+        data[fmt] = [*encode(records, fmt), encode([closing], fmt)[0]]
+        warm[fmt] = [*encode(warm_records, fmt), encode([warm_close], fmt)[0]]
+        sample = min(n, 50_000)
+        decode[fmt] = round(decode_rate(encode(records[:sample], fmt), fmt, sample))
+    baseline_n = min(n, 200_000)
+    table = generate(baseline_n, t0)
+    before_s, _ = hdrh_seconds(table, baseline_n)
+
+    timings = Path(os.environ[TIMINGS_ENV])
+    spark = spark_session(
+        StreamConfig(bootstrap="x:1", master=f"local[{CORES}]", shuffle_partitions=CORES)
+    )
+    runs: dict[str, Any] = {}
+    try:
+        for engine in engines:
+            for fmt in formats:
+                key = f"{engine} {fmt}"
+                print(f"e2e: {key} ...", flush=True)
+                try:
+                    runs[key] = run_one(
+                        spark, engine, fmt, data[fmt], warm[fmt], n, batch_echoes, timings
+                    )
+                except Exception as exc:  # keep the other runs; the report shows the reason
+                    runs[key] = {"engine": engine, "echo_format": fmt, "error": str(exc)[:500]}
+                print(f"e2e: {key} {json.dumps(runs[key])[:400]}", flush=True)
+    finally:
+        spark.stop()
+    after_s, _ = hdrh_seconds(table, baseline_n)
+    hdrh_per_s = baseline_n / min(before_s, after_s)
+    for r in runs.values():
+        if r.get("echoes_per_s"):
+            r["vs_hdrh_loop"] = round(r["echoes_per_s"] / hdrh_per_s, 2)
+            fmt = r["echo_format"]
+            incl = 1 / (1 / hdrh_per_s + 1 / decode[fmt])
+            r["vs_hdrh_loop_incl_decode"] = round(r["echoes_per_s"] / incl, 2)
+    return {
+        "runs": runs,
+        "hdrh_python_loop": {
+            "echoes": baseline_n,
+            "echoes_per_s": round(hdrh_per_s),
+            "echoes_per_s_before_after": [
+                round(baseline_n / before_s),
+                round(baseline_n / after_s),
+            ],
+            "record_calls_per_echo": 3 * len(WINDOWS),
+        },
+        "reference_decode_echoes_per_s": decode,
+    }
+
+
+def run_e2e(quick: bool = False, echoes_n: int | None = None) -> dict[str, Any]:
+    """Every (engine, format) run in one fresh worker process; writes ``e2e.json``."""
+    n = echoes_n or (100_000 if quick else 1_000_000)
+    batch_echoes = n // 4
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="nines-e2e-") as tmp:
+        env = dict(os.environ, **{TIMINGS_ENV: str(Path(tmp) / "tasks.jsonl")})
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+        cmd = [sys.executable, "-m", "bench.e2e", "--worker", str(n), str(batch_echoes)]
+        proc = subprocess.run(
+            cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500, check=False
+        )
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"e2e worker: exit {proc.returncode}: {proc.stderr[-800:]}")
+    result = json.loads(lines[-1])
+    payload = {
+        "benchmark": "e2e",
+        "quick": quick,
+        "command": "python -m bench.e2e" + (" --quick" if quick else ""),
+        "setup": (
+            f"{n:,} seeded echoes (+1 that closes every window) per run, the same for every run, "
+            f"produced (lz4) to a fresh one-broker `nines broker` over {PARTITIONS} partitions "
+            f"before the job starts: v1 one record per echo, v2 batches of {V2_BATCH:,}. The job "
+            f"(StreamPipeline, local[{CORES}], {CORES} shuffle partitions, windows "
+            f"{', '.join(WINDOWS)}, 3 kinds, RocksDB state) reads from the earliest offset, "
+            f"{batch_echoes:,} echoes per micro-batch, after a warm-up query on "
+            f"{WARM_ECHOES:,} other echoes in the same Spark session; every e2e sample is "
+            "checked out of the closed 10 s windows. echoes/s = echoes / the measured query's "
+            "batch time (Spark's triggerExecution, all batches, the closing one included)."
+        ),
+        "echoes": n,
+        "batch_echoes": batch_echoes,
+        "v2_batch": V2_BATCH,
+        "partitions": PARTITIONS,
+        "wall_s": round(time.perf_counter() - started, 1),
+        **result,
+        "targets_echoes_per_s": {"v2": 1_000_000, "v1": 300_000},
+        "target_vs_hdrh_loop": 10,
+    }
+    write_result("e2e", payload)
+    return payload
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: ``[--quick] [--echoes N] [--engines mock,tansu] [--formats v1,v2]``."""
+    ap = argparse.ArgumentParser(prog="python -m bench.e2e", description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="100,000 echoes per run")
+    ap.add_argument("--echoes", type=int, default=None, help="echoes per run")
+    ap.add_argument("--worker", nargs=2, metavar=("ECHOES", "BATCH"), help=argparse.SUPPRESS)
+    ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--formats", default=",".join(FORMATS))
+    args = ap.parse_args(argv)
+    if args.worker:
+        engines = [e for e in args.engines.split(",") if e]
+        formats = [f for f in args.formats.split(",") if f]
+        result = run_worker(int(args.worker[0]), int(args.worker[1]), engines, formats)
+        print(json.dumps(result), flush=True)
+        return 0
+    payload = run_e2e(args.quick, args.echoes)
+    print(json.dumps({k: v for k, v in payload.items() if k != "machine"}, indent=2))
+    return 1 if any("error" in r for r in payload["runs"].values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,414 @@
+"""Report sections for the end-to-end and echo-format benchmarks, and the carry-over of sections
+whose result file is not in this checkout (every figure read from JSON, none typed here)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+Json = dict[str, Any]
+
+E2E_TITLE = "## End to end through the broker: v1 and v2 on the mock and Tansu"
+FORMATS_TITLE = "## Echo format v2 (batched, binary echoes)"
+CARRIED = "_Carried over from the previous report"
+
+#: (label, key in the stage breakdown, wall or task seconds) in the order a batch runs them.
+STAGES = (
+    ("Kafka ListOffsets + tail fetch (driver)", "latest_offset", "wall_s"),
+    ("Kafka consume (read tasks)", "kafka_consume", "task_s"),
+    ("parse + mark (read tasks)", "parse_mark", "task_s"),
+    ("combine (read tasks)", "combine", "task_s"),
+    ("Spark aggregation, shuffle, hand-over (executor rest)", "spark_rest", "task_s"),
+    ("sink: closed windows, exporter (driver)", "sink", "wall_s"),
+    ("other driver work (planning, WAL, commits)", "other_driver", "wall_s"),
+)
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
+
+
+def _rate(x: Any) -> str:
+    return "n/a" if not x else f"{int(x):,}"
+
+
+def _verdict(ok: bool) -> str:
+    return "**met**" if ok else "**not met**"
+
+
+def _runs(data: Json) -> dict[str, Json]:
+    runs = data.get("runs")
+    return {k: dict(r) for k, r in runs.items() if isinstance(r, Mapping)} if runs else {}
+
+
+def stage_shares(run: Json, cores: int = 2) -> list[tuple[str, float, float]]:
+    """(stage, seconds, share of the batch time) for one run: task seconds count 1/cores (the
+    read tasks and the aggregation run on every core at once)."""
+    stages = run.get("stages") or {}
+    total = float(_get(stages, "wall_s", "batches") or 0)
+    out = []
+    for label, key, kind in STAGES:
+        s = float(_get(stages, kind, key) or 0)
+        wall = s / cores if kind == "task_s" else s
+        out.append((label, wall, wall / total if total else 0.0))
+    return out
+
+
+def _get(data: Any, *path: str) -> Any:
+    for p in path:
+        if not isinstance(data, Mapping) or p not in data:
+            return None
+        data = data[p]
+    return data
+
+
+def e2e_targets(data: Json) -> dict[str, bool]:
+    """Each target of issue 16 for the end-to-end runs, on every broker measured."""
+    runs = [r for r in _runs(data).values() if r.get("echoes_per_s")]
+    targets = data.get("targets_echoes_per_s") or {}
+    ratio = float(data.get("target_vs_hdrh_loop") or 10)
+    out = {}
+    for fmt, target in targets.items():
+        mine = [r for r in runs if r.get("echo_format") == fmt]
+        out[f"{fmt} ≥ {int(target):,}/s"] = bool(mine) and all(
+            r["echoes_per_s"] >= target for r in mine
+        )
+    out[f"≥ {ratio:g}× the loop"] = bool(runs) and all(
+        float(r.get("vs_hdrh_loop") or 0) >= ratio for r in runs
+    )
+    return out
+
+
+def headline_e2e(data: Json | None) -> str:
+    """One line: echoes/s per broker and format, ratios to the loop, targets, the largest stage."""
+    runs = _runs(data or {})
+    if not runs:
+        return "- End to end through the broker: not measured (`python -m bench.e2e`)."
+    assert data is not None
+    parts = []
+    for key, r in runs.items():
+        if "error" in r:
+            parts.append(f"{key} **failed**")
+            continue
+        parts.append(
+            f"{key} **{_rate(r.get('echoes_per_s'))}/s** ({r.get('vs_hdrh_loop', '?')}× the loop)"
+        )
+    loop = _rate(_get(data, "hdrh_python_loop", "echoes_per_s"))
+    targets = "; ".join(f"{k}: {_verdict(v)}" for k, v in e2e_targets(data).items())
+    worst = [
+        (key, max(stage_shares(r), key=lambda s: s[2]))
+        for key, r in runs.items()
+        if r.get("stages") and "error" not in r
+    ]
+    where = ", ".join(f"{key} {s[0].split(' (')[0]} {s[2] * 100:.0f} %" for key, s in worst)
+    return (
+        f"- **End to end through the broker** ({data.get('echoes', 0):,} echoes per run): "
+        + ", ".join(parts)
+        + f"; pure-Python hdrh loop {loop}/s; targets {targets}"
+        + (f"; the largest stage: {where}" if where else "")
+        + "."
+    )
+
+
+def e2e_section(data: Json) -> str:
+    """One row per (broker, format) run, the stage breakdown per run, the baseline."""
+    runs = _runs(data)
+    quick = ", **quick mode**" if data.get("quick") else ""
+    rows, stage_rows = [], []
+    for key, r in runs.items():
+        if "error" in r:
+            rows.append([key, f"**failed**: {r['error']}", *[""] * 8])
+            continue
+        rows.append(
+            [
+                key,
+                f"**{_rate(r.get('echoes_per_s'))}**",
+                _rate(r.get("steady_echoes_per_s")),
+                _rate(r.get("wall_echoes_per_s")),
+                f"{r.get('vs_hdrh_loop', '?')}× ({r.get('vs_hdrh_loop_incl_decode', '?')}×)",
+                f"{r.get('kafka_messages', 0):,} ({r.get('bytes_per_echo', '?')} B/echo)",
+                ", ".join(f"{b:g}" for b in r.get("batch_s", [])),
+                f"{r.get('produce_s', '?')} s",
+                f"{r.get('broker_cpu_pct_of_core', '?')} %",
+                f"{r.get('max_state_rows', 0):,}",
+            ]
+        )
+        shares = stage_shares(r)
+        stage_rows.append(
+            [
+                key,
+                f"{_get(r, 'stages', 'wall_s', 'batches')} s",
+                *[f"{s:.2f} s ({share * 100:.0f} %)" for _, s, share in shares],
+            ]
+        )
+    loop = data.get("hdrh_python_loop") or {}
+    decode = data.get("reference_decode_echoes_per_s") or {}
+    targets = e2e_targets(data)
+    intro = (
+        f"From `bench/results/e2e.json` (`{data.get('command', 'python -m bench.e2e')}`, part "
+        f"`e2e` of `bench.run`{quick}). {data.get('setup', '')}\n\n"
+        "Columns: echoes/s over all the measured query's batches (the headline figure), over "
+        "the steady batches (not the first nor the closing one), and over the wall time from "
+        "the query's start to the last window out; the ratio to the pure-Python hdrh loop (in "
+        "brackets: to the loop plus the reference decoder of that format); Kafka messages and "
+        "bytes per echo; each batch's time; the time to produce the echoes beforehand; the "
+        "broker's CPU while the job read.\n"
+    )
+    header = [
+        "run",
+        "echoes/s",
+        "steady",
+        "on wall time",
+        "vs hdrh loop",
+        "Kafka messages",
+        "batch times (s)",
+        "produce",
+        "broker CPU",
+        "state rows",
+    ]
+    stage_header = ["run", "batch time", *[label for label, _, _ in STAGES]]
+    baseline = (
+        f"Baseline in the same run: the pure-Python `hdrh` loop recorded "
+        f"{loop.get('echoes', 0):,} echoes ({loop.get('record_calls_per_echo', '?')} "
+        f"`record_value` calls each, no decoding) at **{_rate(loop.get('echoes_per_s'))} "
+        f"echoes/s** (the faster of a run before and after the four: "
+        + ", ".join(_rate(x) for x in loop.get("echoes_per_s_before_after", []))
+        + "). The reference decoders on one core: "
+        + ", ".join(f"{fmt} {_rate(v)} echoes/s" for fmt, v in decode.items())
+        + ".\n"
+    )
+    verdict = (
+        "Targets on this 2-core machine: "
+        + "; ".join(f"{k}: {_verdict(v)}" for k, v in targets.items())
+        + ".\n"
+    )
+    stages_intro = (
+        "**Where the time goes**, per run, summed over its batches. Driver stages are wall "
+        "seconds; the read tasks' stages (timed inside `read()` by `bench.e2e.TimedKafkaReader`: "
+        "time in `consume()`, then parsing and marking, then the combiner) and the rest of the "
+        "executors' work are task seconds divided by the 2 cores (both run at once), so each "
+        "share is of the batch time. The executor rest is the execution's task seconds "
+        "(`df.toArrow()` in the sink × 2 cores) not spent in the reader: Spark's aggregation and "
+        "state, the shuffle, the Arrow hand-over from the Python reader to the JVM, "
+        "scheduling and idle cores.\n"
+    )
+    state = [
+        f"- {key}: state update {_get(r, 'stages', 'task_s', 'state_update')} s, removal "
+        f"{_get(r, 'stages', 'task_s', 'state_removal')} s, commit "
+        f"{_get(r, 'stages', 'task_s', 'state_commit')} s (task seconds); "
+        f"{_get(r, 'stages', 'records_read') or 0:,} echoes (the closing one included) read into "
+        f"{_get(r, 'stages', 'partials') or 0:,} partial-histogram rows by "
+        f"{_get(r, 'stages', 'read_tasks')} read tasks"
+        for key, r in runs.items()
+        if r.get("stages")
+    ]
+    return (
+        f"{E2E_TITLE}\n\n{intro}\n{_table(header, rows)}\n\n{baseline}\n{verdict}\n"
+        f"{stages_intro}\n{_table(stage_header, stage_rows)}\n\n"
+        "Spark's own state-operator timers (inside the executor rest):\n\n"
+        + "\n".join(state)
+        + "\n"
+    )
+
+
+# --- echo formats ---------------------------------------------------------------------------
+
+
+def headline_formats(fmts: Json | None, agg: Json | None) -> list[str]:
+    """Lines for the codec, aggregation apart from Kafka per format, and the probe's CPU."""
+    lines = []
+    codec = _get(fmts, "codec")
+    if isinstance(codec, Mapping):
+        lines.append(
+            "- **Echo formats** (one core): job parse "
+            + ", ".join(
+                f"{k} {_rate(v.get('parse_echoes_per_s'))} echoes/s"
+                for k, v in codec.items()
+                if isinstance(v, Mapping)
+            )
+            + "."
+        )
+    runs = _get(agg, "runs")
+    if isinstance(runs, Mapping):
+        target = int((agg or {}).get("target_v2_echoes_per_s") or 0)
+        v2 = _get(runs, "v2", "echoes_per_s") or 0
+        lines.append(
+            "- **Aggregation apart from Kafka by format** (local[2]): "
+            + ", ".join(
+                f"{k} {_rate(r.get('echoes_per_s'))} echoes/s"
+                for k, r in runs.items()
+                if isinstance(r, Mapping) and "echoes_per_s" in r
+            )
+            + (f"; target v2 ≥ {target:,}/s {_verdict(v2 >= target)}" if target else "")
+            + "."
+        )
+    probe = _get(fmts, "probe_1000_per_s")
+    if isinstance(probe, Mapping) and probe.get("mean_cpu_pct_of_core"):
+        cpu_target = probe.get("target_cpu_pct_of_core")
+        means = probe["mean_cpu_pct_of_core"]
+        ok = cpu_target is not None and means.get("v2") is not None and means["v2"] <= cpu_target
+        lines.append(
+            "- **Probe CPU at 1,000 msgs/s**: "
+            + ", ".join(f"{k} {v} %" for k, v in means.items())
+            + f" of a core (mean of {len(probe.get('runs', []))} runs); "
+            + f"target v2 ≤ {cpu_target} %: "
+            + _verdict(ok)
+            + "."
+        )
+    return lines
+
+
+def formats_section(fmts: Json | None, agg: Json | None) -> str:
+    """Bytes/encode/parse per format, aggregation apart from Kafka per format, probe CPU."""
+    out = [
+        f"{FORMATS_TITLE}\n",
+        "Reproduce: `python -m bench.echo_formats` (codec and probe CPU; `--quick` for a smoke "
+        "run) and `python -m bench.aggregation --formats` (parsing and aggregation apart from "
+        "Kafka). End to end through the broker per format: the section above.\n",
+    ]
+    codec = _get(fmts, "codec")
+    if isinstance(codec, Mapping):
+        rows = [
+            [
+                k,
+                c.get("bytes_per_echo"),
+                c.get("zlib1_bytes_per_echo"),
+                f"{c.get('encode_us_per_echo', 0):.2f} µs",
+                f"{c.get('kafka_messages_per_echo', 0):g}",
+                _rate(c.get("parse_echoes_per_s")),
+            ]
+            for k, c in codec.items()
+            if isinstance(c, Mapping)
+        ]
+        out.append(
+            f"**Bytes, encode and parse** (`bench/results/echo_formats.json`, codec part; "
+            f"{codec.get('echoes', 0):,} seeded echoes of `bench.aggregation.generate`; parse = "
+            "`streaming.parse.parse_messages` on fetches of 10,000 Kafka values, one core, best "
+            "of several):\n\n"
+            + _table(
+                [
+                    "format",
+                    "bytes per echo",
+                    "after zlib-1 of 100 echoes",
+                    "probe encode per echo",
+                    "Kafka messages per echo",
+                    "job parse, echoes/s on one core",
+                ],
+                rows,
+            )
+            + "\n"
+        )
+    runs = _get(agg, "runs")
+    if isinstance(runs, Mapping):
+        rows = [
+            [
+                k,
+                f"**{_rate(r.get('echoes_per_s'))}**",
+                f"{r.get('rows_per_batch', 0):,}",
+                ", ".join(f"{b:g}" for b in r.get("batch_busy_s", [])),
+                f"{r.get('e2e_samples_counted', 0):,}",
+                f"{_get(runs, 'bytes_per_echo', k) or '—'}",
+            ]
+            for k, r in runs.items()
+            if isinstance(r, Mapping) and "echoes_per_s" in r
+        ]
+        load = _get(agg, "machine", "load_avg_1m")
+        out.append(
+            f"**Parsing and aggregation apart from Kafka** (`bench/results/"
+            f"aggregation_formats.json`, `python -m bench.aggregation --formats`; load 1m "
+            f"{load} at the end). {(agg or {}).get('setup', '')}\n\n"
+            + _table(
+                [
+                    "replayed as",
+                    "echoes/s (steady)",
+                    "Kafka values per batch",
+                    "batch times (s)",
+                    "e2e samples out",
+                    "bytes per echo",
+                ],
+                rows,
+            )
+            + "\n"
+        )
+    probe = _get(fmts, "probe_1000_per_s")
+    if isinstance(probe, Mapping) and probe.get("runs"):
+        rows = [
+            [
+                i + 1,
+                r.get("echo_format"),
+                r.get("cpu_pct_of_core"),
+                _get(r, "cpu_pct_by_thread", "nines-receive"),
+                f"{r.get('echo_messages', 0):,}",
+                r.get("echoes_per_message"),
+                "yes" if r.get("every_echo_once") else "**no**",
+                r.get("load_1m_at_start"),
+            ]
+            for i, r in enumerate(probe["runs"])
+        ]
+        means = probe.get("mean_cpu_pct_of_core") or {}
+        target = probe.get("target_cpu_pct_of_core")
+        out.append(
+            "**The probe's CPU at 1,000 msgs/s** (`bench/results/echo_formats.json`, probe "
+            "part: one `nines probe` process per format and round at 1,000 msgs/s in total over "
+            "3 partitions of 1 KiB against a fresh embedded broker; utime + stime of the probe "
+            "over the measured interval after a warm-up; afterwards every echo is read back from "
+            "the echo topic, each exactly once):\n\n"
+            + _table(
+                [
+                    "run",
+                    "format",
+                    "CPU (% of a core)",
+                    "`nines-receive` thread",
+                    "echo Kafka messages",
+                    "echoes per message",
+                    "every echo once",
+                    "load 1m",
+                ],
+                rows,
+            )
+            + "\n\nMean: "
+            + ", ".join(f"{k} {v} %" for k, v in means.items())
+            + f" of a core; target ≤ {target} % with v2: "
+            + _verdict(target is not None and (means.get("v2") or 1e9) <= target)
+            + ". The `nines-receive` thread encodes and produces the echoes; the rest of the "
+            "probe's CPU (its sender, the clients' librdkafka threads, acks, the hiccup meter) "
+            "is probing itself and does not depend on the echo format.\n"
+        )
+    return "\n".join(out)
+
+
+# --- carrying over sections whose JSON is not here ------------------------------------------
+
+
+def previous_sections(text: str) -> dict[str, str]:
+    """``## title`` → that section's text (title line included) of a previous report."""
+    out: dict[str, str] = {}
+    for chunk in re.split(r"(?m)^(?=## )", text):
+        if chunk.startswith("## "):
+            out[chunk.splitlines()[0].strip()] = chunk.rstrip() + "\n"
+    return out
+
+
+def carried(previous: Mapping[str, str], title: str, result: str) -> str | None:
+    """The previous report's section ``title`` marked as carried over (once), or None when it
+    had none or it said only that nothing was measured."""
+    old = previous.get(title)
+    if not old:
+        return None
+    body = old.split("\n", 1)[1] if "\n" in old else ""
+    if not body.strip() or body.strip().startswith("_Not measured"):
+        return None
+    if CARRIED not in body:
+        body = (
+            f"\n{CARRIED}: `bench/results/{result}.json` is not in this checkout, so these "
+            "figures were not regenerated; rerun the part to replace them._\n" + body
+        )
+    return f"{title}\n{body}"
+
+
+def previous_headline(text: str, prefix: str) -> list[str]:
+    """The previous report's headline lines that start with ``prefix`` (e.g. ``- **Probe**``)."""
+    head = previous_sections(text).get("## Headline", "")
+    return [line for line in head.splitlines() if line.startswith(prefix)]
