@@ -29,6 +29,7 @@ PARTS = (
     "e2e",
     "health",
     "floor",
+    "formats",
     "compare",
 )
 
@@ -126,6 +127,15 @@ def _compare(quick: bool) -> None:
     run_compare(SYSTEMS, cases, 10.0 if quick else 20.0, RESULTS_DIR)
 
 
+def _formats(quick: bool) -> None:
+    """Echo formats v1/v2: codec, probe CPU at 1,000 msgs/s, and aggregation by format."""
+    from bench.aggregation import run_formats
+    from bench.echo_formats import main as echo_formats
+
+    echo_formats(["--quick"] if quick else [])
+    run_formats(quick=quick)
+
+
 RUNNERS: dict[str, Callable[[bool], None]] = {
     "accuracy": _accuracy,
     "co": _co,
@@ -135,6 +145,7 @@ RUNNERS: dict[str, Callable[[bool], None]] = {
     "health": _health,
     "aggregation": _aggregation,
     "floor": _floor,
+    "formats": _formats,
     "compare": _compare,
 }
 
