@@ -84,7 +84,9 @@ def encode(records: Sequence[Any], echo_format: str) -> list[bytes]:
     raise ValueError(f"echo format must be v1 or v2, not {echo_format!r}")
 
 
-def produce(bootstrap: str, topic: str, values: Sequence[bytes]) -> float:
+def produce(
+    bootstrap: str, topic: str, values: Sequence[bytes], partitions: int = PARTITIONS
+) -> float:
     """Write ``values`` round-robin over the topic's partitions; seconds until all are acked."""
     from confluent_kafka import Producer
 
@@ -109,7 +111,7 @@ def produce(bootstrap: str, topic: str, values: Sequence[bytes]) -> float:
     for i, value in enumerate(values):
         while True:
             try:
-                prod.produce(topic, value=value, partition=i % PARTITIONS, on_delivery=delivered)
+                prod.produce(topic, value=value, partition=i % partitions, on_delivery=delivered)
                 break
             except BufferError:
                 prod.poll(0.05)
@@ -366,6 +368,7 @@ def run_one(
     n: int,
     batch_echoes: int,
     timings: Path,
+    partitions: int = PARTITIONS,
 ) -> dict[str, Any]:
     """One fresh broker of ``engine``; the warm-up query, then the measured one."""
     from bench.procstat import cpu_s
@@ -375,10 +378,10 @@ def run_one(
     batch_messages = max(1, batch_echoes // per_message)
     topic = f"echoes-{engine}-{echo_format}"
     warm_topic = f"warm-{engine}-{echo_format}"
-    topics = [(warm_topic, PARTITIONS), (topic, PARTITIONS)]
+    topics = [(warm_topic, PARTITIONS), (topic, partitions)]
     with EmbeddedBroker(engine=engine, brokers=1, topics=topics) as broker:  # type: ignore[arg-type]
         produce(broker.bootstrap, warm_topic, warm)
-        produce_s = produce(broker.bootstrap, topic, values)
+        produce_s = produce(broker.bootstrap, topic, values, partitions)
         run_query(spark, broker.bootstrap, warm_topic, batch_messages, {"bench": 0})
         cpu0 = cpu_s(broker.pid)
         measured = run_query(spark, broker.bootstrap, topic, batch_messages, {"bench": n})
@@ -440,7 +443,13 @@ def decode_rate(values: list[bytes], echo_format: str, echoes: int) -> float:
     return echoes / (time.perf_counter() - started)
 
 
-def run_worker(n: int, batch_echoes: int, engines: Sequence[str], formats: Sequence[str]) -> Any:
+def run_worker(
+    n: int,
+    batch_echoes: int,
+    engines: Sequence[str],
+    formats: Sequence[str],
+    partitions: int = PARTITIONS,
+) -> Any:
     """In this process: one Spark session for every run; returns the payload."""
     from bench.aggregation import generate, hdrh_seconds
     from core.echo import Echo
@@ -478,7 +487,15 @@ def run_worker(n: int, batch_echoes: int, engines: Sequence[str], formats: Seque
                 print(f"e2e: {key} ...", flush=True)
                 try:
                     runs[key] = run_one(
-                        spark, engine, fmt, data[fmt], warm[fmt], n, batch_echoes, timings
+                        spark,
+                        engine,
+                        fmt,
+                        data[fmt],
+                        warm[fmt],
+                        n,
+                        batch_echoes,
+                        timings,
+                        partitions,
                     )
                 except Exception as exc:  # keep the other runs; the report shows the reason
                     runs[key] = {"engine": engine, "echo_format": fmt, "error": str(exc)[:500]}
@@ -508,22 +525,47 @@ def run_worker(n: int, batch_echoes: int, engines: Sequence[str], formats: Seque
     }
 
 
-def run_e2e(quick: bool = False, echoes_n: int | None = None) -> dict[str, Any]:
-    """Every (engine, format) run in one fresh worker process; writes ``e2e.json``."""
-    n = echoes_n or (100_000 if quick else 1_000_000)
-    batch_echoes = n // 4
-    started = time.perf_counter()
+def worker(
+    n: int,
+    batch_echoes: int,
+    engines: Sequence[str] = ENGINES,
+    formats: Sequence[str] = FORMATS,
+    partitions: int = PARTITIONS,
+) -> dict[str, Any]:
+    """``run_worker`` in a fresh process (its own JVM and Spark session); its payload."""
     with tempfile.TemporaryDirectory(prefix="nines-e2e-") as tmp:
         env = dict(os.environ, **{TIMINGS_ENV: str(Path(tmp) / "tasks.jsonl")})
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-        cmd = [sys.executable, "-m", "bench.e2e", "--worker", str(n), str(batch_echoes)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "bench.e2e",
+            "--worker",
+            str(n),
+            str(batch_echoes),
+            "--engines",
+            ",".join(engines),
+            "--formats",
+            ",".join(formats),
+            "--partitions",
+            str(partitions),
+        ]
         proc = subprocess.run(
             cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500, check=False
         )
     lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"e2e worker: exit {proc.returncode}: {proc.stderr[-800:]}")
-    result = json.loads(lines[-1])
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def run_e2e(quick: bool = False, echoes_n: int | None = None) -> dict[str, Any]:
+    """Every (engine, format) run in one fresh worker process; writes ``e2e.json``."""
+    n = echoes_n or (100_000 if quick else 1_000_000)
+    batch_echoes = n // 4
+    started = time.perf_counter()
+    result = worker(n, batch_echoes)
     payload = {
         "benchmark": "e2e",
         "quick": quick,
@@ -552,21 +594,75 @@ def run_e2e(quick: bool = False, echoes_n: int | None = None) -> dict[str, Any]:
     return payload
 
 
+#: (format, echoes, echoes per micro-batch) of the batch-size sweep: the combiner merges an
+#: echo into a partial already in the batch when its (window, series, kind, bucket) repeats, so
+#: the partials Spark aggregates, the cost that dominates, grow with the distinct buckets of a
+#: batch and not with its echoes. v1 stops at 2M echoes: the mock keeps ~5 MiB per partition.
+SWEEP = (
+    ("v2", 4_000_000, 250_000),
+    ("v2", 4_000_000, 1_000_000),
+    ("v2", 4_000_000, 4_000_000),
+    ("v1", 2_000_000, 250_000),
+    ("v1", 2_000_000, 1_000_000),
+)
+SWEEP_PARTITIONS = 128
+
+
+def run_sweep(quick: bool = False) -> dict[str, Any]:
+    """Echoes/s on the mock by micro-batch size, one fresh worker per case; ``e2e_sweep.json``."""
+    started = time.perf_counter()
+    cases = []
+    for fmt, n, batch in SWEEP:
+        if quick:
+            n, batch = n // 20, batch // 20
+        print(f"e2e sweep: {fmt} {n:,} echoes, {batch:,} per batch ...", flush=True)
+        try:
+            result = worker(n, batch, ("mock",), (fmt,), SWEEP_PARTITIONS)
+            run = result["runs"][f"mock {fmt}"]
+            loop = result["hdrh_python_loop"]["echoes_per_s"]
+        except Exception as exc:  # keep the other cases; the report shows the reason
+            run, loop = {"engine": "mock", "echo_format": fmt, "error": str(exc)[:500]}, None
+        cases.append({**run, "batch_echoes": batch, "hdrh_loop_echoes_per_s": loop})
+    payload = {
+        "benchmark": "e2e_sweep",
+        "quick": quick,
+        "command": "python -m bench.e2e --sweep" + (" --quick" if quick else ""),
+        "setup": (
+            "The e2e run of `bench.e2e` on the mock (the same seeded echoes, job and checks, a "
+            f"fresh worker process per case, {SWEEP_PARTITIONS} partitions) with more echoes and "
+            "larger micro-batches. The job's default `max_records_per_batch` is 1,000,000 Kafka "
+            f"messages: 1,000,000 v1 echoes, or up to {V2_BATCH:,}× that in v2 batches."
+        ),
+        "partitions": SWEEP_PARTITIONS,
+        "wall_s": round(time.perf_counter() - started, 1),
+        "cases": cases,
+    }
+    write_result("e2e_sweep", payload)
+    return payload
+
+
 def main(argv: list[str] | None = None) -> int:
-    """CLI: ``[--quick] [--echoes N] [--engines mock,tansu] [--formats v1,v2]``."""
+    """CLI: ``[--quick] [--echoes N] [--sweep]``."""
     ap = argparse.ArgumentParser(prog="python -m bench.e2e", description=__doc__)
     ap.add_argument("--quick", action="store_true", help="100,000 echoes per run")
     ap.add_argument("--echoes", type=int, default=None, help="echoes per run")
     ap.add_argument("--worker", nargs=2, metavar=("ECHOES", "BATCH"), help=argparse.SUPPRESS)
     ap.add_argument("--engines", default=",".join(ENGINES))
     ap.add_argument("--formats", default=",".join(FORMATS))
+    ap.add_argument("--partitions", type=int, default=PARTITIONS, help=argparse.SUPPRESS)
+    ap.add_argument("--sweep", action="store_true", help="echoes/s by micro-batch size (mock)")
     args = ap.parse_args(argv)
     if args.worker:
         engines = [e for e in args.engines.split(",") if e]
         formats = [f for f in args.formats.split(",") if f]
-        result = run_worker(int(args.worker[0]), int(args.worker[1]), engines, formats)
+        n, batch = int(args.worker[0]), int(args.worker[1])
+        result = run_worker(n, batch, engines, formats, args.partitions)
         print(json.dumps(result), flush=True)
         return 0
+    if args.sweep:
+        sweep = run_sweep(args.quick)
+        print(json.dumps(sweep["cases"], indent=2))
+        return 1 if any("error" in c for c in sweep["cases"]) else 0
     payload = run_e2e(args.quick, args.echoes)
     print(json.dumps({k: v for k, v in payload.items() if k != "machine"}, indent=2))
     return 1 if any("error" in r for r in payload["runs"].values()) else 0

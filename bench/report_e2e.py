@@ -213,6 +213,54 @@ def e2e_section(data: Json) -> str:
     )
 
 
+SWEEP_TITLE = "### Echoes/s by micro-batch size (the combiner's lever)"
+
+
+def sweep_section(data: Json) -> str:
+    """One row per (format, batch size): echoes/s, partials per echo, the state, the loop ratio."""
+    quick = ", **quick mode**" if data.get("quick") else ""
+    rows = []
+    for c in data.get("cases") or []:
+        label = f"{c.get('echo_format')} {c.get('echoes', 0):,}"
+        if "error" in c:
+            rows.append([label, f"{c.get('batch_echoes', 0):,}", f"**failed**: {c['error']}"])
+            continue
+        partials = _get(c, "stages", "partials") or 0
+        loop = c.get("hdrh_loop_echoes_per_s")
+        ratio = f"{c['echoes_per_s'] / loop:.2f}×" if loop and c.get("echoes_per_s") else "?"
+        rows.append(
+            [
+                label,
+                f"{c.get('batch_echoes', 0):,}",
+                f"**{_rate(c.get('echoes_per_s'))}**",
+                _rate(c.get("steady_echoes_per_s")),
+                ratio,
+                f"{c.get('batches', '?')}",
+                f"{partials:,} ({partials / max(1, c.get('echoes', 1)):.3f})",
+                f"{c.get('max_state_rows', 0):,}",
+            ]
+        )
+    header = [
+        "format, echoes",
+        "echoes per batch",
+        "echoes/s",
+        "steady",
+        "vs hdrh loop",
+        "batches",
+        "partials (per echo)",
+        "state rows",
+    ]
+    return (
+        f"{SWEEP_TITLE}\n\nFrom `bench/results/e2e_sweep.json` (`{data.get('command')}`, part "
+        f"`sweep` of `bench.run`{quick}). {data.get('setup', '')}\n\n"
+        f"{_table(header, rows)}\n\n"
+        "The partials column is what Spark aggregates: without the combiner it would be 9 rows "
+        "per echo (3 kinds × 3 windows). A larger batch merges more echoes into each partial, "
+        "so the cost per echo falls; the bound is the distinct (window, series, kind, bucket) "
+        "keys the echoes of a batch touch.\n"
+    )
+
+
 # --- echo formats ---------------------------------------------------------------------------
 
 

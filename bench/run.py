@@ -27,6 +27,7 @@ PARTS = (
     "aggregation",
     "stream",
     "e2e",
+    "sweep",
     "health",
     "floor",
     "formats",
@@ -104,6 +105,16 @@ def _e2e(quick: bool) -> None:
         raise RuntimeError(f"e2e runs failed (JSON kept): {failed}")
 
 
+def _sweep(quick: bool) -> None:
+    """End to end on the mock by micro-batch size (``bench.e2e --sweep``)."""
+    from bench.e2e import run_sweep
+
+    result = run_sweep(quick=quick)
+    failed = [c["error"] for c in result["cases"] if "error" in c]
+    if failed:
+        raise RuntimeError(f"sweep cases failed (JSON kept): {failed}")
+
+
 def _health(quick: bool) -> None:
     """Freshness and memory of the stream job (``tests/bench/test_stream_freshness_bench.py``)."""
     _pytest_bench("tests/bench/test_stream_freshness_bench.py", "stream_health.json", quick, 480)
@@ -142,6 +153,7 @@ RUNNERS: dict[str, Callable[[bool], None]] = {
     "probe": _probe,
     "stream": _stream,
     "e2e": _e2e,
+    "sweep": _sweep,
     "health": _health,
     "aggregation": _aggregation,
     "floor": _floor,
