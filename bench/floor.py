@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import subprocess
 import sys
 import threading
 import time
@@ -31,9 +29,10 @@ from typing import Any
 import numpy as np
 
 from bench.machine import write_result
-from bench.procstat import cpu_s
+from bench.procstat import cpu_s, start_logged
 from bench.samples import quantiles
 from core.echo import BadEcho, Echo, decode_record
+from probes.agent import summary_totals
 
 ROOT = Path(__file__).resolve().parents[1]
 RATE_TOTAL = 1_000
@@ -221,20 +220,7 @@ def run_engine(
         ]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-        proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        )
-        log: list[str] = []
-        started = threading.Event()
-
-        def read_stderr() -> None:
-            assert proc.stderr is not None
-            for line in proc.stderr:
-                log.append(line.rstrip())
-                if " probing " in line:
-                    started.set()
-
-        threading.Thread(target=read_stderr, daemon=True).start()
+        proc, log, started, stderr_reader = start_logged(cmd, ROOT, env, " probing ")
         try:
             if not started.wait(60):
                 raise RuntimeError(f"probe did not start: {' | '.join(log[-5:])}")
@@ -252,10 +238,10 @@ def run_engine(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            stderr_reader.join(5)  # the probe's last line, ``stopped: ...``, is read
         values = reader.finish(60)
     out = summarise(values, probe_id, w0_us, w1_us, RATE_TOTAL / PARTITIONS)
-    stopped = [line for line in log if " stopped: " in line]
-    unresolved = re.search(r"unresolved=(\d+)", stopped[-1]) if stopped else None
+    unresolved = summary_totals("\n".join(log)).get("unresolved")
     return {
         "engine": engine,
         "kafka_settings": kafka,
@@ -264,7 +250,7 @@ def run_engine(
         "size_bytes": SIZE,
         "measured_s": round((w1_us - w0_us) / 1e6, 2),
         **out,
-        "probe_unresolved_at_stop": int(unresolved.group(1)) if unresolved else None,
+        "probe_unresolved_at_stop": unresolved,
         "cpu_pct_of_core": {k: round((cpu1[k] - cpu0[k]) / cpu_wall_s * 100, 1) for k in cpu0},
         "reader_error": reader.error,
         "probe_exit_code": code,

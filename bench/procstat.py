@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import threading
+from collections.abc import Mapping
+from pathlib import Path
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -43,3 +47,27 @@ def rss_mib(pid: int) -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def start_logged(
+    cmd: list[str], cwd: Path, env: Mapping[str, str], ready: str
+) -> tuple[subprocess.Popen[str], list[str], threading.Event, threading.Thread]:
+    """Start ``cmd`` with its stderr gathered line by line (stdout discarded); the event is set
+    at the first line containing ``ready`` (a probe's " probing " line). Join the thread after
+    the process ends to have its last lines."""
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    log: list[str] = []
+    started = threading.Event()
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            log.append(line.rstrip())
+            if ready in line:
+                started.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    return proc, log, started, reader

@@ -43,12 +43,14 @@ CAVEATS = (
     "Kafka is a test broker (librdkafka's mock cluster, or Tansu), not Apache Kafka",
     "rates scaled to this machine: the essays ran one producer per broker host",
 )
-#: Event-time slack of the comparison's stream job: every window closes soon after its end.
-WINDOW, WATERMARK_S = "10s", 2.0
+#: Seconds a message may take before the probe counts it lost (short: runs are short).
+LOSS_TIMEOUT_S = 5.0
+#: Event-time slack of the comparison's stream job: a lost message's echo leaves the probe a loss
+#: timeout after its intended time, so the watermark waits that long and a margin, or the losses
+#: would arrive late (counted, in no window) and the table would under-count the tail.
+WINDOW, WATERMARK_S = "10s", LOSS_TIMEOUT_S + 5.0
 #: Seconds of echoes the stream job takes before the first case (its cold start is no case's).
 WARMUP_S = 10.0
-#: Seconds a message may take before the probe counts it lost (short: runs are short).
-LOSS_TIMEOUT = "5s"
 
 
 @dataclass(frozen=True)
@@ -112,19 +114,36 @@ def markdown(result: dict[str, Any], img_dir: str | None = None) -> str:
         + "; ".join(result["caveats"])
         + ".",
         "",
+        "Latencies in milliseconds, read from the merged closed windows. `expected` is rate × "
+        "duration; `samples` counts the e2e samples in the windows, lost messages included at "
+        f"their loss timeout ({LOSS_TIMEOUT_S:g} s); `lost` is how many of them were lost; `late` "
+        "counts echo records that reached the job after their window had closed (counted, in "
+        "no window). The rest of what is missing from `expected` the probe itself reports when "
+        "it stops (its `stopped:` line): messages still unresolved at its shutdown timeout "
+        "(they have no echo) and echoes its bounded buffer dropped. A quantile needs enough "
+        "samples to exist (—).",
+        "",
     ]
     for case in result["cases"]:
         lines.append(f"**{case['label']}**\n")
         if img_dir:
             lines.append(f"![latency by percentile, {case['label']}]({img_dir}/{case['plot']})\n")
-        lines.append("| system | samples | lost | " + " | ".join(labels) + " | max |")
-        lines.append("|---" * (len(labels) + 4) + "|")
+        head = ["system", "expected", "samples", "lost", "late", "unresolved", "echoes dropped"]
+        lines.append("| " + " | ".join(head + labels) + " | max |")
+        lines.append("|---" * (len(head) + len(labels) + 1) + "|")
+        expected = case.get("expected")
         for system, row in case["systems"].items():
+            probe = row.get("probe") or {}
+            counts = [
+                "?" if expected is None else f"{expected:,}",
+                f"{row['samples']:,}",
+                f"{row['lost']:,}",
+                "?" if row.get("late") is None else f"{row['late']:,}",
+                *(f"{probe[k]:,}" if k in probe else "?" for k in ("unresolved", "echo_dropped")),
+            ]
             cells = ["—" if row[x] is None else f"{row[x] * 1e3:.3f}" for x in labels]
             lines.append(
-                f"| {system} | {row['samples']:,} | {row['lost']:,} | "
-                + " | ".join(cells)
-                + f" | {row['max_s'] * 1e3:.3f} |"
+                f"| {system} | " + " | ".join(counts + cells) + f" | {row['max_s'] * 1e3:.3f} |"
             )
         lines.append("")
     return "\n".join(lines)
@@ -143,7 +162,7 @@ def run_compare(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="nines-compare-") as tmp:
-        windows = _run_all(systems, cases, duration_s, Path(tmp), say, kafka_engine)
+        windows, late, totals = _run_all(systems, cases, duration_s, Path(tmp), say, kafka_engine)
     result: dict[str, Any] = {
         "duration_s": duration_s,
         "kafka_engine": kafka_engine,
@@ -161,8 +180,18 @@ def run_compare(
             raise RuntimeError(f"{case.label}: no closed window from {', '.join(missing)}")
         plot = f"compare-{case.key}.png"
         write_plot(merged, out_dir / plot, f"end-to-end latency by percentile, {case.label}")
+        rows = summarise(merged)
+        for system, row in rows.items():
+            row["late"] = late.get(cluster_label(system, case), 0)
+            row["probe"] = totals.get(cluster_label(system, case), {})
         result["cases"].append(
-            {"key": case.key, "label": case.label, "plot": plot, "systems": summarise(merged)}
+            {
+                "key": case.key,
+                "label": case.label,
+                "plot": plot,
+                "expected": round(case.rate * duration_s),
+                "systems": rows,
+            }
         )
     (out_dir / "compare.json").write_text(json.dumps(result, indent=1))
     return result
@@ -175,17 +204,25 @@ def _run_all(
     tmp: Path,
     say: Any,
     kafka_engine: str,
-) -> dict[str, list[WindowHistogram]]:
-    """The echo cluster and stream job once; each system in turn; then close the last windows."""
+) -> tuple[dict[str, list[WindowHistogram]], dict[str, int], dict[str, dict[str, int]]]:
+    """The echo cluster and stream job once; each system in turn; then close the last windows.
+
+    Returns the closed e2e windows, the late records and each probe's stop totals, by cluster
+    label."""
     from monitor.pipeline import StreamPipeline
     from monitor.processes import jvm_output_to
     from streaming.config import StreamConfig
     from testbroker import EmbeddedBroker
 
     windows: dict[str, list[WindowHistogram]] = defaultdict(list)
+    totals: dict[str, dict[str, int]] = {}
+    late: dict[str, int] = defaultdict(int)
     wanted = {cluster_label(s, c) for s in systems for c in cases}
 
-    def on_batch(_batch_id: int, closed: list[WindowHistogram], _counters: Any) -> None:
+    def on_batch(_batch_id: int, closed: list[WindowHistogram], counters: Any) -> None:
+        for (cluster, _topic, _partition), n in counters.late.items():
+            if cluster in wanted:
+                late[cluster] += n
         for w in closed:
             s = w.series
             topic_wide = s.partition == ALL_PARTITIONS and not s.broker  # not a broker rollup
@@ -219,9 +256,8 @@ def _run_all(
                 with _target(system, tmp, kafka_engine) as url:
                     for case in cases:
                         say(f"{system}: {case.label} for {duration_s:g} s")
-                        _probe(
-                            url, echo.bootstrap, cluster_label(system, case), case, duration_s, tmp
-                        )
+                        label = cluster_label(system, case)
+                        totals[label] = _probe(url, echo.bootstrap, label, case, duration_s, tmp)
             # no echo after the last run would ever close its windows: a slow probe of the echo
             # cluster itself moves event time past them
             clock_s = parse_duration_s(WINDOW) + WATERMARK_S + 8
@@ -231,7 +267,7 @@ def _run_all(
                 time.sleep(1)
         finally:
             job.stop()
-    return windows
+    return windows, late, totals
 
 
 @contextlib.contextmanager
@@ -259,14 +295,19 @@ def _target(system: str, tmp: Path, kafka_engine: str) -> Iterator[str]:
             server.stop()
 
 
-def _probe(url: str, echo: str, cluster: str, case: Case, duration_s: float, tmp: Path) -> None:
-    """One probe process for ``duration_s``, open loop, then its drain; fails on a bad exit."""
+def _probe(
+    url: str, echo: str, cluster: str, case: Case, duration_s: float, tmp: Path
+) -> dict[str, int]:
+    """One probe process for ``duration_s``, open loop, then its drain; fails on a bad exit.
+
+    Returns the totals of the probe's ``stopped:`` line (sent, received, lost, unresolved,
+    echo_records_published, echo_dropped)."""
     log = tmp / f"{cluster}.log"
     cmd = [
         sys.executable, "-m", "monitor", "probe", "--bootstrap", url, "--echo-bootstrap", echo,
         "--rate", f"{case.rate:g}", "--size", str(case.size_bytes), "--cluster", cluster,
-        "--probe-id", cluster, "--duration", f"{duration_s:g}s", "--loss-timeout", LOSS_TIMEOUT,
-        "--metrics-port", "0",
+        "--probe-id", cluster, "--duration", f"{duration_s:g}s",
+        "--loss-timeout", f"{LOSS_TIMEOUT_S:g}s", "--metrics-port", "0",
     ]  # fmt: skip
     with log.open("ab") as err:
         proc = subprocess.run(
@@ -275,6 +316,9 @@ def _probe(url: str, echo: str, cluster: str, case: Case, duration_s: float, tmp
     if proc.returncode != 0:
         tail = log.read_text(errors="replace")[-800:]
         raise RuntimeError(f"probe {cluster} exited {proc.returncode}: {tail}")
+    from probes.agent import summary_totals
+
+    return summary_totals(log.read_text(errors="replace"))
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

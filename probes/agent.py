@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import re
 import sys
 import threading
 import time
@@ -39,6 +40,19 @@ HOUSEKEEPING_S = 0.1
 METADATA_REFRESH_S = 2.0
 #: The schedule starts this long after ``start()`` (µs), once every thread is running.
 START_DELAY_US = 50_000
+
+
+#: How the probe's last log line starts: its totals as ``name=count`` (``ProbeAgent.summary``).
+SUMMARY_PREFIX = "stopped: "
+
+
+def summary_totals(log_text: str) -> dict[str, int]:
+    """The counts of the last summary line in a probe's log; {} if it never stopped cleanly."""
+    lines = [x for x in log_text.splitlines() if SUMMARY_PREFIX in x]
+    if not lines:
+        return {}
+    tail = lines[-1].split(SUMMARY_PREFIX, 1)[1]
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", tail)}
 
 
 class ProbeAgent:
@@ -292,7 +306,8 @@ class ProbeAgent:
         parts = s["partitions"].values()
         total = {k: sum(p[k] for p in parts) for k in ("sent", "received", "lost")}
         return (
-            f"stopped: sent={total['sent']} received={total['received']} lost={total['lost']} "
+            f"{SUMMARY_PREFIX}sent={total['sent']} received={total['received']} "
+            f"lost={total['lost']} "
             f"unresolved={self.unresolved_at_stop} echo_records_published="
             f"{s['echoes_published']} echo_dropped={s['echo_dropped']}"
         )

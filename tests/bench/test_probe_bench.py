@@ -46,7 +46,7 @@ import numpy as np
 import pytest
 from kafka_cluster import consumer
 
-from bench.procstat import cpu_s, cpu_s_by_thread, rss_mib
+from bench.procstat import cpu_s, cpu_s_by_thread, rss_mib, start_logged
 from bench.samples import quantiles
 from core.echo import BadEcho, Hiccup, decode_record
 from testbroker import EmbeddedBroker
@@ -233,21 +233,7 @@ def run_rate(
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
         launched = time.monotonic()
-        proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        )
-        log: list[str] = []
-        started = threading.Event()
-
-        def read_stderr() -> None:
-            assert proc.stderr is not None
-            for line in proc.stderr:
-                log.append(line.rstrip())
-                if " probing " in line:
-                    started.set()
-
-        reader = threading.Thread(target=read_stderr, daemon=True)
-        reader.start()
+        proc, log, started, reader = start_logged(cmd, ROOT, env, " probing ")
         try:
             if not started.wait(60):
                 raise RuntimeError(f"probe did not start: {' | '.join(log[-5:])}")

@@ -25,11 +25,16 @@ def test_compare_runs_all_four_systems_through_the_pipeline(tmp_path: Path) -> N
     result = json.loads((out / "compare.json").read_text())
     (case,) = result["cases"]
     assert list(case["systems"]) == ["kafka", "nats", "redis", "rabbitmq"]
+    assert case["expected"] == RATE * SECONDS
     for system, row in case["systems"].items():
+        # the probe's own stop line: every message sent, none left unresolved, no echo dropped
+        probe = row["probe"]
+        assert probe["sent"] == RATE * SECONDS and probe["received"] == RATE * SECONDS, system
+        assert probe["unresolved"] == 0 and probe["echo_dropped"] == 0, system
         # open loop: every message intended in the run has its echo, counted once (merged
         # partition windows, no broker rollup counted twice), and a healthy server loses none
         assert row["samples"] == RATE * SECONDS, system
-        assert row["lost"] == 0, system
+        assert row["lost"] == 0 and row["late"] == 0, system
         assert 0 < row["p50"] <= row["p99"] <= row["max_s"], system
         assert row["p99.99"] is None  # 1,000 samples cannot support four nines
     png = out / case["plot"]
@@ -37,5 +42,6 @@ def test_compare_runs_all_four_systems_through_the_pipeline(tmp_path: Path) -> N
     plotted = json.loads((out / (case["plot"] + ".json")).read_text())
     assert set(plotted["curves"]) == {"kafka", "nats", "redis", "rabbitmq"}
     table = proc.stdout
-    assert "| kafka | 1,000 | 0 |" in table and "| rabbitmq | 1,000 | 0 |" in table
+    for system in ("kafka", "nats", "redis", "rabbitmq"):
+        assert f"| {system} | 1,000 | 1,000 | 0 | 0 | 0 | 0 |" in table
     assert "Kafka is a test broker" in table  # the caveats travel with the numbers

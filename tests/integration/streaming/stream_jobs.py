@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from core.windows import WindowHistogram
 from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
+from streaming.job import StreamJob
 
 
 def job_config(bootstrap: str, topic: str, **overrides: Any) -> StreamConfig:
@@ -30,23 +32,30 @@ def job_config(bootstrap: str, topic: str, **overrides: Any) -> StreamConfig:
 
 
 class Collector:
-    """Every closed window and counter the job hands to its sink."""
+    """Every closed window (or those ``keep`` accepts), counter and batch id the job hands to its
+    sink."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: Callable[[WindowHistogram], bool] | None = None) -> None:
+        self.keep = keep
         self.windows: list[WindowHistogram] = []
         self.counters = StreamCounters()
+        self.ids: list[int] = []
         self.lock = threading.Lock()
 
     def __call__(self, batch_id: int, windows: list[WindowHistogram], c: StreamCounters) -> None:
         with self.lock:
-            self.windows.extend(windows)
+            self.ids.append(batch_id)
+            self.windows += [w for w in windows if self.keep is None or self.keep(w)]
             self.counters = self.counters.merge(c)
 
-    def wait(self, predicate: Any, timeout_s: float = 120) -> None:
+    def wait(self, predicate: Any, timeout_s: float = 120, job: StreamJob | None = None) -> None:
+        """Until ``predicate(self)``; with ``job``, a failed query fails at once, with its error."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
+            if job is not None:
+                assert job.query.exception() is None, job.query.exception()
             with self.lock:
                 if predicate(self):
                     return
-            time.sleep(0.5)
-        raise AssertionError("timed out waiting for the stream job")
+            time.sleep(0.2)
+        raise AssertionError(f"timed out; batches {self.ids}, counters {self.counters}")

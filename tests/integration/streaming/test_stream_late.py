@@ -7,45 +7,18 @@ would no longer be the merge of its six 10 s windows. The source marks it late i
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
 import numpy as np
 from kafka_cluster import producer, unique_topic
-from stream_jobs import job_config
+from stream_jobs import Collector, job_config
 
 from core.echo import Echo, Hiccup, encode_record
-from core.windows import WindowHistogram, merge_all
-from streaming.counters import StreamCounters
+from core.windows import merge_all
 from streaming.job import StreamJob
 
 #: A minute boundary in 2027, so the test data's windows are easy to name.
 T0 = 1_700_000_000_000_000 - 1_700_000_000_000_000 % 60_000_000  # in the past: see max_clock_skew
-
-
-class Sink:
-    """Collects what the job hands to its batch callback."""
-
-    def __init__(self) -> None:
-        self.windows: list[WindowHistogram] = []
-        self.counters = StreamCounters()
-        self.lock = threading.Lock()
-
-    def __call__(self, batch_id: int, windows: list[WindowHistogram], c: StreamCounters) -> None:
-        with self.lock:
-            self.windows += [w for w in windows if w.series.topic == "probe"]
-            self.counters = self.counters.merge(c)
-
-    def wait(self, job: StreamJob, predicate: Any, timeout_s: float = 120) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert job.query.exception() is None, job.query.exception()
-            with self.lock:
-                if predicate(self):
-                    return
-            time.sleep(0.2)
-        raise AssertionError(f"timed out; counters so far: {self.counters}")
 
 
 def echo(seq: int, at_us: int, latency_us: int, topic: str = "probe") -> bytes:
@@ -72,7 +45,7 @@ def test_late_echoes_are_counted_once_and_resolutions_stay_consistent(
     phase1 = [(i, T0 + i * 100_000, int(rng.lognormal(8, 1)) + 1) for i in range(300)]
     on_time += phase1
     send(phase1, T0 + 35_000_000)
-    sink = Sink()
+    sink = Collector(keep=lambda w: w.series.topic == "probe")
     job = StreamJob(
         job_config(
             broker.bootstrap,
@@ -85,7 +58,7 @@ def test_late_echoes_are_counted_once_and_resolutions_stay_consistent(
         on_batch=sink,
     ).start()
     try:
-        sink.wait(job, lambda s: sum(w.resolution == "10s" for w in s.windows) >= 3 * 2 * 2)
+        sink.wait(lambda s: sum(w.resolution == "10s" for w in s.windows) >= 3 * 2 * 2, job=job)
         assert not any(w.resolution == "1m" for w in sink.windows)  # the minute is still open
         # phase 2: echoes for closed 10 s windows inside the open minute (late), and on-time ones
         late = [(1000 + i, T0 + 15_000_000 + i * 1000, 5_000_000) for i in range(7)]
@@ -95,7 +68,9 @@ def test_late_echoes_are_counted_once_and_resolutions_stay_consistent(
         late_hiccup = Hiccup("p", "c", T0 + 12_000_000, T0 + 13_000_000, 900, 900, 1000)
         prod.produce(topic, encode_record(late_hiccup))
         send(late + phase2, T0 + 200_000_000)
-        sink.wait(job, lambda s: any(w.resolution == "1m" for w in s.windows) and s.counters.late)
+        sink.wait(
+            lambda s: any(w.resolution == "1m" for w in s.windows) and s.counters.late, job=job
+        )
         progress = list(job.query.recentProgress)
     finally:
         job.stop()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -13,12 +12,10 @@ from typing import Any
 
 import numpy as np
 from kafka_cluster import producer, unique_topic
-from stream_jobs import job_config
+from stream_jobs import Collector, job_config
 
 from core.echo import LATENCY_SPANS, Echo, encode_record
 from core.hdr import SparseHistogram
-from core.windows import WindowHistogram
-from streaming.counters import StreamCounters
 from streaming.job import StreamJob
 
 #: A minute boundary an hour ago (event times must not be ahead of the records' timestamps).
@@ -32,32 +29,6 @@ RECORDS = {
     1: ["s4", "s5", "s6", "s4", "s6", "s5", "s4"],
 }
 ADMITTED = {"s0", "s1", "s2", "s4", "s5"}
-
-
-class Batches:
-    """Closed windows and counters by batch id, as the job hands them over."""
-
-    def __init__(self) -> None:
-        self.windows: list[WindowHistogram] = []
-        self.counters = StreamCounters()
-        self.ids: list[int] = []
-        self.lock = threading.Lock()
-
-    def __call__(self, batch_id: int, windows: list[WindowHistogram], c: StreamCounters) -> None:
-        with self.lock:
-            self.ids.append(batch_id)
-            self.windows += [w for w in windows if w.series.partition != "all"]
-            self.counters = self.counters.merge(c)
-
-    def wait(self, job: StreamJob, predicate: Any, timeout_s: float = 180) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert job.query.exception() is None, job.query.exception()
-            with self.lock:
-                if predicate(self):
-                    return
-            time.sleep(0.2)
-        raise AssertionError(f"timed out; batches {self.ids}, counters {self.counters}")
 
 
 def echo_at(i: int) -> Echo:
@@ -91,11 +62,11 @@ def test_state_holds_at_most_max_series_and_a_replay_admits_the_same(
         max_series=CAP,
     )
 
-    def run_first_batch(sink: Batches) -> int:
+    def run_first_batch(sink: Collector) -> int:
         """Start the job, let it take batch 0 (all the records), stop it; its state rows."""
         job = StreamJob(config, spark=spark, on_batch=sink).start()
         try:
-            sink.wait(job, lambda s: 0 in s.ids)
+            sink.wait(lambda s: 0 in s.ids, 180, job)
             job.process_all_available()
             (first,) = [p for p in job.query.recentProgress if p["batchId"] == 0]
         finally:
@@ -105,7 +76,7 @@ def test_state_holds_at_most_max_series_and_a_replay_admits_the_same(
         assert sum(json.loads(source["endOffset"]).values()) == i
         return sum(op["numRowsTotal"] for op in first["stateOperators"])
 
-    first = Batches()
+    first = Collector(keep=lambda w: w.series.partition != "all")
     rows_first = run_first_batch(first)
     # exactly the admitted series' rows: one per (series, kind, resolution, HDR bucket), plus the
     # one counted row of the refused records (bad/series_cap, in the finest window),
@@ -131,7 +102,7 @@ def test_state_holds_at_most_max_series_and_a_replay_admits_the_same(
                 p.unlink()
                 p.with_name(f".{p.name}.crc").unlink(missing_ok=True)  # Hadoop's checksum
     shutil.rmtree(book / "seen-0")
-    replay = Batches()
+    replay = Collector(keep=lambda w: w.series.partition != "all")
     assert run_first_batch(replay) == rows_first
     assert {p.name: p.read_bytes() for p in (book / "seen-0").iterdir()} == seen
 
@@ -145,7 +116,7 @@ def test_state_holds_at_most_max_series_and_a_replay_admits_the_same(
     prod.flush()
     job = StreamJob(config, spark=spark, on_batch=replay).start()
     try:
-        replay.wait(job, lambda s: any(w.resolution == "1m" for w in s.windows))
+        replay.wait(lambda s: any(w.resolution == "1m" for w in s.windows), 180, job)
         job.process_all_available()
     finally:
         job.stop()

@@ -302,13 +302,15 @@ def test_soak_section_and_headline_come_from_the_json(tmp_path: Path) -> None:
 
 
 def test_compare_section_is_the_four_system_table_from_the_json(tmp_path: Path) -> None:
-    row = {"samples": 90_000, "lost": 2, "max_s": 0.5, "p50": 0.001, "p90": 0.002, "p99": 0.004,
-           "p99.9": 0.008, "p99.99": 0.016, "p99.999": None, "p99.9999": None}  # fmt: skip
+    row = {"samples": 89_990, "lost": 2, "max_s": 0.5, "p50": 0.001, "p90": 0.002, "p99": 0.004,
+           "p99.9": 0.008, "p99.99": 0.016, "p99.999": None, "p99.9999": None,
+           "late": 5, "probe": {"sent": 90_000, "unresolved": 7, "echo_dropped": 3}}  # fmt: skip
     compare = {
         "duration_s": 30.0,
         "caveats": ["same host", "a test broker for Kafka"],
         "cases": [
             {"key": "256B-3000", "label": "256 B at 3,000 msgs/s", "plot": "compare-256B-3000.png",
+             "expected": 90_000,
              "systems": {s: row for s in ("kafka", "nats", "redis", "rabbitmq")}}
         ],
     }  # fmt: skip
@@ -318,8 +320,9 @@ def test_compare_section_is_the_four_system_table_from_the_json(tmp_path: Path) 
     assert "**256 B at 3,000 msgs/s**" in text
     for system in ("kafka", "nats", "redis", "rabbitmq"):
         assert (
-            f"| {system} | 90,000 | 2 | 1.000 | 2.000 | 4.000 | 8.000 | 16.000 | — | — | 500.000 |"
-            in text
+            f"| {system} | 90,000 | 89,990 | 2 | 5 | 7 | 3 | 1.000 | 2.000 | 4.000 | 8.000 "
+            "| 16.000 | — | — | 500.000 |" in text
         )
+    assert "Latencies in milliseconds" in text
     bare = render(FIXTURE, tmp_path / "img", tmp_path / "c.md")
     assert "Four brokers side by side" in bare and "_Not measured in this run" in bare
