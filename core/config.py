@@ -153,30 +153,37 @@ def check_port_free(host: str, port: int, field: str = "metrics-port") -> None:
             ) from None
 
 
-def resolve_secrets(settings: Mapping[str, str], field: str = "kafka") -> dict[str, str]:
-    """Client settings with ``env:VAR`` and ``file:PATH`` values resolved.
+def resolve_secret(value: str) -> str:
+    """``value`` with an ``env:VAR`` or ``file:PATH`` reference resolved (anything else as is).
 
-    An unset variable or an unreadable file is a ConfigError naming the key
-    (``kafka.sasl.password: ...``); the message shows the variable name or the file path,
-    never a secret.
+    An unset variable or an unreadable file is a ConfigError that shows the variable name or the
+    file path, never a secret.
     """
     import os
 
+    if value.startswith("env:"):
+        name = value[4:]
+        if name not in os.environ:
+            raise ConfigError(f"environment variable {name} is not set")
+        return os.environ[name]
+    if value.startswith("file:"):
+        path = value[5:]
+        try:
+            return Path(path).read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"cannot read file {path}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"file {path} is not UTF-8 text") from None
+    return value
+
+
+def resolve_secrets(settings: Mapping[str, str], field: str = "kafka") -> dict[str, str]:
+    """Client settings with ``env:VAR`` and ``file:PATH`` values resolved (``resolve_secret``);
+    an error names the key (``kafka.sasl.password: ...``)."""
     out = {}
     for key, value in settings.items():
-        where = f"{field}.{key}"
-        if value.startswith("env:"):
-            name = value[4:]
-            if name not in os.environ:
-                raise ConfigError(f"{where}: environment variable {name} is not set")
-            value = os.environ[name]
-        elif value.startswith("file:"):
-            path = value[5:]
-            try:
-                value = Path(path).read_text().strip()
-            except OSError as exc:
-                raise ConfigError(f"{where}: cannot read file {path}: {exc.strerror}") from None
-            except UnicodeDecodeError:
-                raise ConfigError(f"{where}: file {path} is not UTF-8 text") from None
-        out[key] = value
+        try:
+            out[key] = resolve_secret(value)
+        except ConfigError as exc:
+            raise ConfigError(f"{field}.{key}: {exc}") from None
     return out

@@ -165,7 +165,9 @@ def run_compare(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="nines-compare-") as tmp:
-        windows, late, totals = _run_all(systems, cases, duration_s, Path(tmp), say, kafka_engine)
+        windows, seen, late, totals = _run_all(
+            systems, cases, duration_s, Path(tmp), say, kafka_engine
+        )
     result: dict[str, Any] = {
         "duration_s": duration_s,
         "kafka_engine": kafka_engine,
@@ -186,6 +188,7 @@ def run_compare(
         rows = summarise(merged)
         for system, row in rows.items():
             row["late"] = late.get(cluster_label(system, case), 0)
+            row["system_echoes"] = seen.get(cluster_label(system, case), {})
             row["probe"] = totals.get(cluster_label(system, case), {})
         result["cases"].append(
             {
@@ -207,11 +210,16 @@ def _run_all(
     tmp: Path,
     say: Any,
     kafka_engine: str,
-) -> tuple[dict[str, list[WindowHistogram]], dict[str, int], dict[str, dict[str, int]]]:
+) -> tuple[
+    dict[str, list[WindowHistogram]],
+    dict[str, dict[str, int]],
+    dict[str, int],
+    dict[str, dict[str, int]],
+]:
     """The echo cluster and stream job once; each system in turn; then close the last windows.
 
-    Returns the closed e2e windows, the late records and each probe's stop totals, by cluster
-    label."""
+    Returns, by cluster label: the closed e2e windows, the job's echo counts by system, the late
+    records, and each probe's stop totals."""
     from monitor.pipeline import StreamPipeline
     from monitor.processes import jvm_output_to
     from streaming.config import StreamConfig
@@ -220,12 +228,18 @@ def _run_all(
     windows: dict[str, list[WindowHistogram]] = defaultdict(list)
     totals: dict[str, dict[str, int]] = {}
     late: dict[str, int] = defaultdict(int)
+    #: echoes by the ``system`` their records name, per cluster label: what the job exports as
+    #: ``nines_system_echoes_total``
+    systems_seen: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     wanted = {cluster_label(s, c) for s in systems for c in cases}
 
     def on_batch(_batch_id: int, closed: list[WindowHistogram], counters: Any) -> None:
         for (cluster, _topic, _partition), n in counters.late.items():
             if cluster in wanted:
                 late[cluster] += n
+        for (cluster, system), n in counters.systems.items():
+            if cluster in wanted:
+                systems_seen[cluster][system] += n
         for w in closed:
             s = w.series
             topic_wide = s.partition == ALL_PARTITIONS and not s.broker  # not a broker rollup
@@ -274,7 +288,7 @@ def _run_all(
                 time.sleep(1)
         finally:
             job.stop()
-    return windows, late, totals
+    return windows, {k: dict(v) for k, v in systems_seen.items()}, late, totals
 
 
 @contextlib.contextmanager

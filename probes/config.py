@@ -9,7 +9,14 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from core.config import StageConfig, kafka_topic_name, redact_url, resolve_secrets, tcp_port
+from core.config import (
+    StageConfig,
+    kafka_topic_name,
+    redact_url,
+    resolve_secret,
+    resolve_secrets,
+    tcp_port,
+)
 from core.echo_v2 import MAX_BATCH_ECHOES
 from core.units import parse_duration_s, parse_rate, parse_size_bytes
 
@@ -93,10 +100,14 @@ class ProbeConfig(StageConfig):
     #: redis:// only: XADD/XREAD on a stream (the XADD reply is the ack) instead of pub/sub
     redis_streams: bool = False
 
-    @field_validator("bootstrap")
+    @field_validator("bootstrap", mode="before")
     @classmethod
-    def _bootstrap(cls, v: str) -> str:
-        return _check_url(v) if "://" in v else v
+    def _bootstrap(cls, v: object) -> object:
+        # ``env:VAR``/``file:PATH``: a URL with a password need not be on the command line,
+        # where ``ps`` shows it to every user of the host (resolved before the scheme decides)
+        if isinstance(v, str) and v.startswith(("env:", "file:")):
+            v = resolve_secret(v)
+        return _check_url(v) if isinstance(v, str) and "://" in v else v
 
     @property
     def system(self) -> str:

@@ -35,6 +35,8 @@ def test_compare_runs_all_four_systems_through_the_pipeline(tmp_path: Path) -> N
         # partition windows, no broker rollup counted twice), and a healthy server loses none
         assert row["samples"] == RATE * SECONDS, system
         assert row["lost"] == 0 and row["late"] == 0, system
+        # the job labels every echo with the system its probe names (nines_system_echoes_total)
+        assert row["system_echoes"] == {system: RATE * SECONDS}, system
         assert 0 < row["p50"] <= row["p99"] <= row["max_s"], system
         assert row["p99.99"] is None  # 1,000 samples cannot support four nines
     png = out / case["plot"]

@@ -90,6 +90,29 @@ def test_cli_exits_2_on_a_bad_url_without_printing_its_password() -> None:
     assert "hunter2" not in run.stderr + run.stdout
 
 
+def test_a_url_with_a_password_can_come_from_the_environment_or_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = "amqp://probe:hunter2@rabbit:5672/%2F"
+    monkeypatch.setenv("NINES_TARGET_URL", url)
+    cfg = probe_config(bootstrap="env:NINES_TARGET_URL", echo_bootstrap=ECHO)
+    assert (cfg.bootstrap, cfg.system) == (url, "rabbitmq")  # the scheme decides after resolving
+    secret = tmp_path / "url"
+    secret.write_text("redis://:hunter2@r:6379/0\n")
+    cfg = probe_config(bootstrap=f"file:{secret}", echo_bootstrap=ECHO)
+    assert (cfg.bootstrap, cfg.system) == ("redis://:hunter2@r:6379/0", "redis")
+    monkeypatch.setenv("NINES_TARGET_URL", "amqp://probe:hunter2@rabbit:0x/")
+    with pytest.raises(ConfigError) as exc:  # a bad resolved URL is judged, its password hidden
+        probe_config(bootstrap="env:NINES_TARGET_URL", echo_bootstrap=ECHO)
+    assert "probe:<redacted>@rabbit" in str(exc.value) and "hunter2" not in str(exc.value)
+    monkeypatch.delenv("NINES_TARGET_URL")
+    with pytest.raises(ConfigError) as exc:
+        probe_config(bootstrap="env:NINES_TARGET_URL", echo_bootstrap=ECHO)
+    assert str(exc.value).startswith(
+        "probe.bootstrap: environment variable NINES_TARGET_URL is not set"
+    )
+
+
 def test_outbox_is_bounded_and_runs_each_report_on_the_serving_thread() -> None:
     box = Outbox(2)
     served: list[tuple[int, int, str | None, str]] = []
