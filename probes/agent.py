@@ -330,6 +330,8 @@ class ProbeAgent:
             "leaders": leaders,
             "in_flight": in_flight,
             "echo_dropped": self.publisher.dropped,
+            # only a transport with a bounded arrival queue of its own (NATS) drops arrivals
+            "arrivals_dropped": getattr(self._transport, "arrivals_dropped", 0),
             "echo_buffered": self.publisher.buffered,
             "echoes_published": self.publisher.published,
             "hiccup_max_us": self._hiccups.last_max_us if self._hiccups else 0,

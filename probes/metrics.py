@@ -57,6 +57,12 @@ class ProbeCollector(Collector):
             "Echo records dropped: the bounded echo buffer was full.",
             value=s["echo_dropped"],
         )
+        yield CounterMetricFamily(
+            "nines_probe_arrivals_dropped",
+            "Probe messages that came back but were dropped before the tracker saw them (the "
+            "transport's bounded arrival queue was full); they are counted lost at their timeout.",
+            value=s["arrivals_dropped"],
+        )
         yield _gauge(
             "nines_probe_echo_buffered",
             "Echo records waiting for the echo cluster.",

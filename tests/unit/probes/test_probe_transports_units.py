@@ -212,3 +212,42 @@ def test_an_unreachable_server_is_a_config_error_at_once(scheme: str) -> None:
     assert str(exc.value).startswith("probe.bootstrap: cannot "), exc.value
     assert "hunter2" not in str(exc.value)
     assert time.monotonic() - started < 5  # not after retrying for ever
+
+
+def test_nats_arrivals_beyond_its_queue_are_counted_and_exported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+    import types
+
+    from test_probe_loopback import Loopback, Sink
+
+    from probes import ProbeAgent
+    from probes import nats as nats_transport
+    from probes.metrics import ProbeCollector
+    from probes.transport import Layout
+
+    monkeypatch.setattr(nats_transport, "MAX_ARRIVALS", 2)
+    transport = nats_transport.NatsTransport(
+        probe_config(bootstrap="nats://n:4222", echo_bootstrap=ECHO)
+    )
+    try:
+        for i in range(5):  # the client's callback, as nats-py calls it on the loop
+            asyncio.run(transport._arrived(types.SimpleNamespace(data=b"%d" % i)))
+        assert transport.arrivals_dropped == 3
+        assert transport.receive(0.1) == [b"0", b"1"]  # what fitted is delivered, in order
+    finally:
+        transport.release()
+    # the agent exports its transport's count (a transport without the queue exports 0)
+    loop = Loopback(Layout({0: 1}, frozenset({1})), lose=set())
+    cfg = probe_config(bootstrap="loopback:0", rate=100, duration=0.2, metrics_port=0)
+    agent = ProbeAgent(cfg, transport=loop, echo_sink=Sink()).start()
+    try:
+        loop.arrivals_dropped = 3  # type: ignore[attr-defined]
+        families = {f.name: f for f in ProbeCollector(agent.stats).collect()}
+        del loop.arrivals_dropped  # type: ignore[attr-defined]
+        none = {f.name: f for f in ProbeCollector(agent.stats).collect()}
+    finally:
+        agent.stop()
+    assert families["nines_probe_arrivals_dropped"].samples[0].value == 3
+    assert none["nines_probe_arrivals_dropped"].samples[0].value == 0
