@@ -25,7 +25,6 @@ PARTS = (
     "co",
     "probe",
     "aggregation",
-    "stream",
     "e2e",
     "sweep",
     "health",
@@ -81,11 +80,6 @@ def _stamp_machine(path: Path) -> None:
 def _probe(quick: bool) -> None:
     """Probe send lag and CPU (``tests/bench/test_probe_bench.py``)."""
     _pytest_bench("tests/bench/test_probe_bench.py", "probe.json", quick, 420)
-
-
-def _stream(quick: bool) -> None:
-    """Aggregation throughput (``tests/bench/test_stream_bench.py``)."""
-    _pytest_bench("tests/bench/test_stream_bench.py", "stream.json", quick, 480)
 
 
 def _aggregation(quick: bool) -> None:
@@ -151,7 +145,6 @@ RUNNERS: dict[str, Callable[[bool], None]] = {
     "accuracy": _accuracy,
     "co": _co,
     "probe": _probe,
-    "stream": _stream,
     "e2e": _e2e,
     "sweep": _sweep,
     "health": _health,
