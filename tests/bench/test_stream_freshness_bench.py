@@ -438,8 +438,9 @@ def test_freshness(broker: Any, spark: Any, result: dict[str, Any]) -> None:
 # --- memory ---------------------------------------------------------------------------------
 
 
-def memory_echoes(t0_us: int) -> Iterator[bytes]:
-    """Time-ordered echoes: SAMPLES_PER_WINDOW per (cluster, partition) per 10 s window."""
+def memory_echoes(t0_us: int) -> Iterator[tuple[str, bytes]]:
+    """Time-ordered (cluster, echo): SAMPLES_PER_WINDOW per (cluster, partition) per 10 s
+    window."""
     rng = np.random.default_rng(11)
     keys = [(f"c{c:03d}", p) for c in range(CLUSTERS) for p in range(PARTITIONS_PER_TOPIC)]
     n = len(keys) * SAMPLES_PER_WINDOW
@@ -452,20 +453,23 @@ def memory_echoes(t0_us: int) -> Iterator[bytes]:
             it = t0_us + w * 10_000_000 + int(offsets[j])
             e2e = int(lat[j])
             seq += 1
-            yield encode_record(
-                Echo(
-                    "mem",
-                    cluster,
-                    "nines.probe",
-                    part,
-                    1,
-                    seq,
-                    512,
-                    it,
-                    it + 30,
-                    it + e2e // 2,
-                    it + e2e,
-                )
+            yield (
+                cluster,
+                encode_record(
+                    Echo(
+                        "mem",
+                        cluster,
+                        "nines.probe",
+                        part,
+                        1,
+                        seq,
+                        512,
+                        it,
+                        it + 30,
+                        it + e2e // 2,
+                        it + e2e,
+                    )
+                ),
             )
 
 
@@ -485,8 +489,10 @@ def test_memory_10k_series(broker: Any, spark: Any, result: dict[str, Any]) -> N
     prod = producer(broker.bootstrap, **{"linger.ms": 50, "compression.type": "lz4"})
     started = time.perf_counter()
     n = 0
-    for n, value in enumerate(memory_echoes(t0), 1):
-        prod.produce(topic, value=value, partition=n % ECHO_PARTITIONS)
+    for n, (cluster, value) in enumerate(memory_echoes(t0), 1):
+        # keyed as a probe keys its echoes (by probe, here one per cluster): each cluster's
+        # series on one partition, so the series cap's per-partition quotas fit them
+        prod.produce(topic, key=cluster, value=value)
         if n % 20_000 == 0:
             prod.flush()
     pusher = Echo("mem", "c000", "nines.probe", 0, 1, 0, 512, pusher_us, pusher_us, None, pusher_us)
@@ -530,7 +536,15 @@ def test_memory_10k_series(broker: Any, spark: Any, result: dict[str, Any]) -> N
                 with lock:
                     return counted["e2e_10s"] >= expected and len(seen["1m"]) >= SERIES
 
-            wait_for(all_closed, timeout_s=150 if QUICK else 300, interval_s=0.5)
+            try:
+                wait_for(all_closed, timeout_s=150 if QUICK else 300, interval_s=0.5)
+            except TimeoutError:
+                with lock:
+                    raise AssertionError(
+                        f"e2e samples in closed 10s windows {counted['e2e_10s']:,} of "
+                        f"{expected:,}; 1m series {len(seen['1m']):,} of {SERIES:,}; "
+                        f"last progress {json.dumps(job.query.lastProgress, default=str)[:1500]}"
+                    ) from None
             process_s = time.perf_counter() - started
             time.sleep(2 * TRIGGER_S)  # the last batch's progress, and one more sample
             last = job.query.lastProgress
