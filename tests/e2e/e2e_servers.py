@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -17,15 +16,10 @@ from typing import Any
 import yaml
 from real_components import require_tool
 
+from testbroker.ports import free_port
+
 PROMETHEUS = shutil.which("prometheus")
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-
-
-def free_port() -> int:
-    """A TCP port on loopback that is free right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def http_json(url: str, timeout_s: float = 5) -> Any:

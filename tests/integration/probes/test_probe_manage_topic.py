@@ -10,7 +10,6 @@ to full coverage by topic creation. Where partitions go is tested in tests/unit/
 from __future__ import annotations
 
 import math
-import socket
 import subprocess
 import sys
 import time
@@ -23,15 +22,10 @@ from confluent_kafka.admin import AdminClient
 
 from probes import ProbeAgent, ProbeConfig
 from testbroker import EmbeddedBroker
+from testbroker.ports import free_port
 
 UNSUPPORTED = ("create_partitions", "_UNSUPPORTED_FEATURE")
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def until(check: Callable[[], bool], timeout_s: float = 20.0) -> None:
