@@ -246,15 +246,3 @@ class SparseHistogram:
     def count_at_or_below(self, value_us: int) -> int:
         """Samples whose bucket lies entirely at or below ``value_us`` (for cumulative buckets)."""
         return self.counts_at_or_below((value_us,))[0]
-
-    def to_hdrh(self) -> object:
-        """The same histogram as an ``hdrh.HdrHistogram`` (overflow samples are left out)."""
-        from core.hdr_codec import to_hdrh
-
-        return to_hdrh(self)
-
-    def encode(self) -> bytes:
-        """HdrHistogram's standard compressed encoding (base64), as .hlog lines carry it."""
-        from core.hdr_codec import encode
-
-        return encode(self)

@@ -127,7 +127,7 @@ class ProbeAgent:
         cfg = self.config
         if self._transport is None:
             from probes.kafka import topic_admins
-            from probes.transport import open_transport
+            from probes.systems import open_transport
 
             self._transport = open_transport(cfg)
             if self._admin is None and cfg.system == "kafka":

@@ -2,8 +2,9 @@
 
 Everything else in a probe (schedule, tracker, hiccup meter, echo publisher, partition planner)
 is broker-neutral and reaches the probed broker only through a ``Transport``. Kafka's is
-:class:`probes.kafka.KafkaTransport`. Echo records always go to the Kafka echo topic (through
-the echo publisher), whatever the probed broker is.
+:class:`probes.kafka.KafkaTransport`; ``probes.systems.open_transport`` picks the one the URL
+names. Echo records always go to the Kafka echo topic (through the echo publisher), whatever the
+probed broker is.
 """
 
 from __future__ import annotations
@@ -13,10 +14,7 @@ import queue
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Protocol
-
-if TYPE_CHECKING:
-    from probes.config import ProbeConfig
+from typing import Final, Protocol
 
 log = logging.getLogger("nines.probe")
 
@@ -89,26 +87,6 @@ class Transport(Protocol):
 #: The one-broker layout of a system without partitions (NATS, Redis, RabbitMQ): partition 0,
 #: led by "broker" 0 (the server the URL names).
 SINGLE = Layout({0: 0}, frozenset({0}))
-
-
-def open_transport(config: ProbeConfig) -> Transport:
-    """The transport of the system ``--bootstrap`` names (its URL scheme; none: Kafka)."""
-    system = config.system
-    if system == "nats":
-        from probes.nats import NatsTransport
-
-        return NatsTransport(config)
-    if system == "redis":
-        from probes.redis_pubsub import RedisTransport
-
-        return RedisTransport(config)
-    if system == "rabbitmq":
-        from probes.rabbitmq import RabbitTransport
-
-        return RabbitTransport(config)
-    from probes.kafka import KafkaTransport
-
-    return KafkaTransport(config)
 
 
 #: A message waiting for the client thread: partition, seq, payload and its report.

@@ -24,7 +24,7 @@ from probe_runs import (
 from real_servers import NatsServer, RabbitServer, RedisServer, Server, require
 
 from probes import ProbeAgent, ProbeConfig
-from probes.transport import open_transport
+from probes.systems import open_transport
 from testbroker import EmbeddedBroker
 
 #: variant → (server, the probe's settings, whether the system acknowledges a publish)

@@ -9,6 +9,7 @@ from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
 from core.hdr import HdrLayout, SparseHistogram
+from core.hdr_codec import to_hdrh
 from core.windows import SeriesKey, WindowHistogram, with_rollups, with_topic_rollups
 from streaming.archive import export_hlog, read_windows, write_windows
 
@@ -64,7 +65,7 @@ def test_hlog_export_reads_back_with_hdrh(tmp_path: Path) -> None:
         got.append(h)
     assert [h.get_total_count() for h in got] == [w.hist.total for w in ws]
     for h, w in zip(got, ws, strict=True):
-        assert h.get_value_at_percentile(99.9) == w.hist.to_hdrh().get_value_at_percentile(99.9)
+        assert h.get_value_at_percentile(99.9) == to_hdrh(w.hist).get_value_at_percentile(99.9)
 
 
 def test_known_good_encoded_histogram_decodes() -> None:

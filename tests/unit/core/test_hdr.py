@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.hdr import HdrLayout, SparseHistogram, min_samples_for, rank_for_quantile
+from core.hdr_codec import encode
 
 HIGHEST = 3_600_000_000
 values_st = st.lists(st.integers(min_value=0, max_value=HIGHEST), min_size=1, max_size=300)
@@ -96,6 +97,6 @@ def test_min_samples_gate() -> None:
 def test_encode_roundtrip_through_hdrh() -> None:
     layout = HdrLayout()
     h = SparseHistogram.from_values(layout, [1, 5, 100, 100, 123_456, 3_000_000])
-    decoded = HdrHistogram.decode(h.encode())
+    decoded = HdrHistogram.decode(encode(h))
     assert decoded.get_total_count() == h.total
     assert decoded.get_max_value() == layout.highest_value_at(layout.index_of([3_000_000]))[0]

@@ -15,8 +15,9 @@ from core.echo import BadEcho, Echo, decode_record, encode_record
 from probes.config import ProbeConfig
 from probes.producer import ProbeProducer
 from probes.schedule import Schedule
+from probes.systems import open_transport
 from probes.tracker import Tracker
-from probes.transport import NO_ACK, Outbox, open_transport
+from probes.transport import NO_ACK, Outbox
 
 ROOT = Path(__file__).resolve().parents[3]
 T0 = 1_795_000_000_000_000
