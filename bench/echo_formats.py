@@ -31,6 +31,7 @@ import numpy as np
 
 from bench.machine import write_result
 from bench.procstat import cpu_s, cpu_s_by_thread
+from monitor.processes import probe_argv
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS = 3
@@ -118,12 +119,10 @@ def run_probe(echo_format: str, warmup_s: float, measure_s: float) -> dict[str, 
     rate_pp = 1000 / PARTITIONS
     run_s = warmup_s + measure_s + 3
     with EmbeddedBroker() as broker:
-        cmd = [
-            sys.executable, "-m", "monitor", "probe", "--bootstrap", broker.bootstrap,
-            "--rate", repr(rate_pp), "--size", "1024", "--probe-id", f"bench-{echo_format}",
-            "--cluster", "bench", "--duration", f"{run_s:g}s", "--metrics-port", "0",
-            "--echo-format", echo_format,
-        ]  # fmt: skip
+        cmd = probe_argv(
+            broker.bootstrap, f"bench-{echo_format}", "--rate", repr(rate_pp), "--size", "1024",
+            "--cluster", "bench", "--duration", f"{run_s:g}s", "--echo-format", echo_format,
+        )  # fmt: skip
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
         proc = subprocess.Popen(

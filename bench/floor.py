@@ -32,6 +32,7 @@ from bench.machine import write_result
 from bench.procstat import cpu_s, start_logged
 from bench.samples import quantiles
 from core.echo import BadEcho, Echo, decode_record
+from monitor.processes import probe_argv
 from probes.agent import summary_totals
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -196,28 +197,11 @@ def run_engine(
     with EmbeddedBroker(engine=engine, brokers=1, topics=TOPICS) as broker:  # type: ignore[arg-type]
         reader = EchoReader(broker.bootstrap)
         reader.start()
-        cmd = [
-            sys.executable,
-            "-m",
-            "monitor",
-            "probe",
-            "--bootstrap",
-            broker.bootstrap,
-            "--rate",
-            repr(RATE_TOTAL / PARTITIONS),
-            "--size",
-            str(SIZE),
-            "--probe-id",
-            probe_id,
-            "--cluster",
-            "bench",
-            "--duration",
-            f"{run_s:g}s",
-            "--metrics-port",
-            "0",
-            "--config",
-            str(config),
-        ]
+        cmd = probe_argv(
+            broker.bootstrap, probe_id, "--rate", repr(RATE_TOTAL / PARTITIONS),
+            "--size", str(SIZE), "--cluster", "bench", "--duration", f"{run_s:g}s",
+            "--config", str(config),
+        )  # fmt: skip
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
         proc, log, started, stderr_reader = start_logged(cmd, ROOT, env, " probing ")

@@ -37,26 +37,18 @@ def jvm_output_to(path: Path) -> Iterator[None]:
         os.close(saved)
 
 
+def probe_argv(bootstrap: str, probe_id: str, *args: str) -> list[str]:
+    """argv of ``nines probe`` as its own process, metrics on a free port unless ``args`` name
+    one (the last ``--metrics-port`` wins)."""
+    head = [sys.executable, "-m", "monitor", "probe", "--bootstrap", bootstrap]
+    return [*head, "--probe-id", probe_id, "--metrics-port", "0", *args]
+
+
 @contextlib.contextmanager
 def probe_process(bootstrap: str, rate: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "monitor",
-        "probe",
-        "--bootstrap",
-        bootstrap,
-        "--rate",
-        str(rate),
-        "--loss-timeout",
-        "10s",
-        "--metrics-port",
-        "0",
-        "--cluster",
-        "demo",
-        "--probe-id",
-        "demo",
-    ]
+    """The demo's probe, its stderr to ``log``; stopped on leaving."""
+    cmd = probe_argv(bootstrap, "demo", "--rate", str(rate), "--loss-timeout", "10s")
+    cmd += ["--cluster", "demo"]
     with open(log, "ab") as log_file:  # a pipe nobody reads would block the probe when full
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file)
     try:

@@ -9,7 +9,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import numpy as np
 from kafka_cluster import consumer
 
 from core.echo import Echo, Hiccup, decode_record
+from monitor.processes import probe_argv
 from probes.schedule import Schedule
 from testbroker.ports import free_port
 
@@ -91,23 +91,6 @@ class Mixture:
         return float(self.weights[self.values > x].sum())
 
 
-def nines_probe(bootstrap: str, probe_id: str, *args: str) -> list[str]:
-    """argv of ``nines probe`` on ``bootstrap`` (metrics off unless ``args`` say otherwise)."""
-    return [
-        sys.executable,
-        "-m",
-        "monitor",
-        "probe",
-        "--bootstrap",
-        bootstrap,
-        "--probe-id",
-        probe_id,
-        "--metrics-port",
-        "0",
-        *args,
-    ]
-
-
 def run_cli(argv: list[str], timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
 
@@ -129,7 +112,7 @@ class ProbeProcess:
     def __init__(self, bootstrap: str, probe_id: str, tmp: Path, *args: str) -> None:
         self.port = free_port()
         self.err_path = tmp / f"{probe_id}.stderr"
-        argv = nines_probe(bootstrap, probe_id, "--rate", str(RATE), *args)
+        argv = probe_argv(bootstrap, probe_id, "--rate", str(RATE), *args)
         argv[argv.index("--metrics-port") + 1] = str(self.port)
         with self.err_path.open("w") as err:
             self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)

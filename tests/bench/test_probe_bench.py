@@ -48,6 +48,7 @@ from kafka_cluster import consumer
 from bench.procstat import cpu_s, cpu_s_by_thread, rss_mib, start_logged
 from bench.samples import quantiles
 from core.echo import BadEcho, Hiccup, decode_record
+from monitor.processes import probe_argv
 from testbroker import EmbeddedBroker
 from testbroker.ports import free_port
 
@@ -201,28 +202,11 @@ def run_rate(
     with EmbeddedBroker() as broker:
         spool = EchoSpool(broker.bootstrap, spool_dir / f"echoes-{probe_id}.bin")
         spool.start()
-        cmd = [
-            sys.executable,
-            "-m",
-            "monitor",
-            "probe",
-            "--bootstrap",
-            broker.bootstrap,
-            "--rate",
-            repr(rate_pp),
-            "--size",
-            str(SIZE),
-            "--probe-id",
-            probe_id,
-            "--cluster",
-            "bench",
-            "--duration",
-            f"{run_s:g}s",
-            "--metrics-port",
-            str(port),
-            "--config",
-            str(config),
-        ]
+        cmd = probe_argv(
+            broker.bootstrap, probe_id, "--rate", repr(rate_pp), "--size", str(SIZE),
+            "--cluster", "bench", "--duration", f"{run_s:g}s", "--metrics-port", str(port),
+            "--config", str(config),
+        )  # fmt: skip
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
         launched = time.monotonic()

@@ -19,7 +19,7 @@ from probe_runs import (
     assert_one_echo_per_message,
     check_ctrl_z,
     ctrl_z,
-    nines_probe,
+    probe_argv,
     records_of,
     run_cli,
 )
@@ -272,7 +272,7 @@ def test_cli_limits_and_bad_config_exit_2_naming_the_field(broker: Cluster) -> N
     c = consumer(broker.bootstrap)
     parts = len(c.list_topics("nines.probe", timeout=10).topics["nines.probe"].partitions)
     c.close()
-    base = nines_probe(broker.bootstrap, "limits")
+    base = probe_argv(broker.bootstrap, "limits")
     # the hard limit is on the total, rate x partitions: just over it fails, naming `rate`...
     over = 20_000 // parts + 1
     out = run_cli([*base, "--rate", str(over)])
@@ -294,14 +294,14 @@ def test_cli_limits_and_bad_config_exit_2_naming_the_field(broker: Cluster) -> N
         out = run_cli([*base, *args])
         assert out.returncode == 2, (args, out.stderr)
         assert field in out.stderr.strip().splitlines()[-1], (args, out.stderr)
-    out = run_cli(nines_probe("127.0.0.1:1", "nobroker"))
+    out = run_cli(probe_argv("127.0.0.1:1", "nobroker"))
     assert out.returncode == 2 and "bootstrap:" in out.stderr.strip().splitlines()[-1]
 
 
 def test_warns_when_a_broker_leads_no_partition(fresh_broker: EmbeddedBroker) -> None:
     for p in range(3):
         fresh_broker.set_leader("nines.probe", p, 1)
-    out = run_cli(nines_probe(fresh_broker.bootstrap, "idle", "--duration", "1s"))
+    out = run_cli(probe_argv(fresh_broker.bootstrap, "idle", "--duration", "1s"))
     assert out.returncode == 0, out.stderr
     warnings = [line for line in out.stderr.splitlines() if "lead no partition" in line]
     assert len(warnings) == 1, out.stderr
