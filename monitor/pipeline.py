@@ -40,6 +40,7 @@ class StreamPipeline:
             max_series=config.max_series,
             series_ttl_windows=config.series_ttl_windows,
             partition_histograms=config.partition_histograms,
+            peak_hold_s=config.peak_hold,
         )
         self.job = StreamJob(config, spark, on_batch, source, sink=self.exporter)
         self.server: MetricsServer | None = None

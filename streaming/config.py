@@ -52,6 +52,9 @@ class StreamConfig(StageConfig):
     #: Cumulative histograms per probe partition; False: per topic (``partition="all"``), a
     #: third of the scrape at 10,000 partitions (docs/metrics.md, scrape cost).
     partition_histograms: bool = False
+    #: How long ``nines_latency_peak_seconds`` holds a window's max after it closed: longer than
+    #: any scrape interval, so a window that closes between scrapes still has its max seen.
+    peak_hold: float = 120.0
     kafka: dict[str, str] = Field(default_factory=dict)
     _spec: WindowSpec = PrivateAttr(default=DEFAULT_WINDOWS)
     _layout: HdrLayout = PrivateAttr(default_factory=HdrLayout)
@@ -68,7 +71,9 @@ class StreamConfig(StageConfig):
             raise ValueError("Spark's built-in kafka source was removed; use python (the default)")
         return v
 
-    @field_validator("watermark", "highest", "trigger", "max_clock_skew", mode="before")
+    @field_validator(
+        "watermark", "highest", "trigger", "max_clock_skew", "peak_hold", mode="before"
+    )
     @classmethod
     def _duration(cls, v: Any) -> float:
         seconds = parse_duration_s(v)

@@ -20,10 +20,16 @@ def panels() -> list[object]:
                     f'nines_latency_max_seconds{{{SERIES}, kind="e2e", window="$window"}}',
                     "{{topic}}/{{partition}} max",
                 ),
+                (
+                    f'nines_latency_peak_seconds{{{SERIES}, kind="e2e", window="$window"}}',
+                    "{{topic}}/{{partition}} max, held",
+                ),
             ],
             "Each point is one closed window's quantile, read from its full HDR histogram; a "
             "quantile appears only when the window holds at least 1/(1-q) samples. The max is "
-            "exact. Measured from the intended send time (no coordinated omission).",
+            "exact. Measured from the intended send time (no coordinated omission). The held max "
+            "(partition all) keeps every window's max for the stream's peak_hold, so a window "
+            "that closed between two scrapes still shows.",
             width=24,
         ),
         latency_timeseries(

@@ -88,7 +88,7 @@ def _hiccup_guard(sla: SlaConfig, o: Objective, window: str, *, over: str | None
     matchers = {"kind": "hiccup", "window": window}
     if o.cluster is not None:
         matchers["cluster"] = o.cluster
-    series = _selector("nines_latency_max_seconds", matchers)
+    series = _selector("nines_latency_peak_seconds", matchers)
     if over is not None:
         series = f"max_over_time({series}[{over}])"
     return f"max by (cluster) ({series}) > {_num(sla.probe_hiccup_max)}"
@@ -159,21 +159,25 @@ def _latency_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
 
 
 def _max_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
-    """The exact max of the latest closed window above the limit."""
+    """The exact max of a window above the limit: the held peak of the topic's windows, which a
+    window closing between two scrapes cannot slip past (one partition has no held peak: its
+    latest closed window's max)."""
     assert o.max is not None
     window = format_duration(o.window)
     matchers = {"kind": o.kind, "window": window, **_series(o, merged_partition=True)}
-    series = _selector("nines_latency_max_seconds", matchers)
+    held = o.partition is None
+    series = _selector(f"nines_latency_{'peak' if held else 'max'}_seconds", matchers)
     expr = f"max by ({_by(o)}) ({series}) > {_num(o.max)}"
     limit = format_duration(o.max)
+    which = f"a {window} window closed lately" if held else f"the latest closed {window} window"
     return _alert(
         sla,
         o,
         "NinesLatencyMaxHigh",
         _guarded(sla, o, expr, window),
         f"{o.kind} max latency above {limit} ({window} windows)",
-        f"{o.kind} max latency on {_where(o)} is {{{{ $value | humanizeDuration }}}} in the "
-        f"latest closed {window} window; objective: below {limit}.",
+        f"{o.kind} max latency on {_where(o)} is {{{{ $value | humanizeDuration }}}} in "
+        f"{which}; objective: below {limit}.",
     )
 
 
@@ -186,12 +190,14 @@ def _broker_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
     window = format_duration(o.window)
     matchers = {"kind": o.kind, "window": window}
     if o.max is not None:
-        name, metric, limit_s, stat = "NinesBrokerLatencyMaxHigh", "max_seconds", o.max, "max"
+        name, metric, limit_s, stat = "NinesBrokerLatencyMaxHigh", "peak_seconds", o.max, "max"
+        which = f"a {window} window closed lately"
     else:
         assert o.quantile is not None and o.threshold is not None
         name, metric, limit_s = "NinesBrokerLatencyQuantileHigh", "seconds", o.threshold
         stat = quantile_label(o.quantile)
         matchers["quantile"] = floatToGoString(o.quantile)
+        which = f"the latest closed {window} window"
     matchers.update(_series(o, merged_partition=False))
     series = _selector(f"nines_broker_latency_{metric}", matchers)
     expr = f"max by (cluster, topic, broker) ({series}) > {_num(limit_s)}"
@@ -204,8 +210,8 @@ def _broker_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
         f"{o.kind} {stat} latency above {limit} on broker {{{{ $labels.broker }}}} "
         f"({window} windows)",
         f"{o.kind} {stat} latency of the messages broker {{{{ $labels.broker }}}} led on "
-        f"{_where(o)} is {{{{ $value | humanizeDuration }}}} in the latest closed {window} "
-        f"window; objective: below {limit}.",
+        f"{_where(o)} is {{{{ $value | humanizeDuration }}}} in {which}; objective: below "
+        f"{limit}.",
     )
 
 
@@ -401,7 +407,7 @@ def _pipeline_alerts(sla: SlaConfig) -> list[dict[str, Any]]:
     ]
     if sla.probe_hiccup_max is not None:
         hiccups = _selector(
-            "nines_latency_max_seconds", {"kind": "hiccup", "window": sla.finest_window}
+            "nines_latency_peak_seconds", {"kind": "hiccup", "window": sla.finest_window}
         )
         rules.append(
             rule(

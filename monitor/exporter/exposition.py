@@ -43,6 +43,12 @@ WINDOW_FAMILIES: tuple[tuple[str, str, str], ...] = (
         "quantiles",
     ),
     ("nines_latency_max_seconds", "Exact max of the latest closed window.", "max"),
+    (
+        "nines_latency_peak_seconds",
+        "Largest exact max of the windows that closed in the last peak_hold, never below the "
+        "latest's: every window's max reaches a scraper.",
+        "peak",
+    ),
     ("nines_latency_window_samples", "Samples in the latest closed window.", "samples"),
     ("nines_latency_window_lost", "Lost messages in the latest closed window.", "lost"),
 )
@@ -59,6 +65,12 @@ BROKER_WINDOW_FAMILIES: tuple[tuple[str, str, str], ...] = (
         "nines_broker_latency_max_seconds",
         "Exact max of the latest closed window of the messages a broker led at send time.",
         "max",
+    ),
+    (
+        "nines_broker_latency_peak_seconds",
+        "Largest exact max of the windows that closed in the last peak_hold, of the messages a "
+        "broker led at send time.",
+        "peak",
     ),
     (
         "nines_broker_latency_window_samples",
@@ -120,6 +132,8 @@ class WindowLines:
     max: str
     samples: str
     lost: str
+    #: the held peak's line; it changes while the window stays the latest (``peak_line``)
+    peak: str = ""
 
 
 def series_key(s: SeriesKey) -> tuple[str, str, str, str]:
@@ -151,14 +165,27 @@ def _series_pairs(s: SeriesKey) -> dict[str, str]:
     return dict(zip(SERIES_LABELS, series_key(s), strict=True))
 
 
+def _family_names(s: SeriesKey) -> dict[str, str]:
+    """WindowLines attribute → the family name its line carries for this series."""
+    return {attr: f for f, _, attr in (BROKER_WINDOW_FAMILIES if s.is_broker else WINDOW_FAMILIES)}
+
+
+def peak_line(s: SeriesKey, resolution: str, peak_us: int) -> str:
+    """The series' held peak (``nines_latency_peak_seconds``) at one resolution."""
+    lv = _labels({**_series_pairs(s), "window": resolution})
+    return f"{_family_names(s)['peak']}{{{lv}}} {floatToGoString(peak_us / 1e6)}\n"
+
+
 def render_window(
-    w: WindowHistogram, quantiles: Sequence[float], quantile_texts: Sequence[str]
+    w: WindowHistogram,
+    quantiles: Sequence[float],
+    quantile_texts: Sequence[str],
+    peak_us: int | None = None,
 ) -> WindowLines:
-    """The window's lines for each per-window family (quantiles gated by sample count)."""
+    """The window's lines for each per-window family (quantiles gated by sample count); a peak
+    line only with ``peak_us`` (the series holds its peak)."""
     s = w.series
-    name = dict.fromkeys(("quantiles", "max", "samples", "lost"), "")
-    for family, _, attr in BROKER_WINDOW_FAMILIES if s.is_broker else WINDOW_FAMILIES:
-        name[attr] = family
+    name = _family_names(s)
     pairs = {**_series_pairs(s), "window": w.resolution}
     lv, lq = _labels(pairs), _labels(pairs, extra="quantile")
     total = w.hist.total
@@ -177,6 +204,7 @@ def render_window(
         f"{name['max']}{{{lv}}} {floatToGoString(w.hist.max_us / 1e6)}\n",
         f"{name['samples']}{{{lv}}} {floatToGoString(total)}\n",
         f"{name['lost']}{{{lv}}} {floatToGoString(w.lost)}\n" if s.kind == "e2e" else "",
+        f"{name['peak']}{{{lv}}} {floatToGoString(peak_us / 1e6)}\n" if peak_us is not None else "",
     )
 
 

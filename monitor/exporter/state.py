@@ -3,13 +3,26 @@
 The stream job hands over closed windows and counters (it is the job's ``WindowSink``). A closed
 window is final, so its exposition lines are rendered once, when it arrives (``exposition``
 says why); a scrape joins them with the families built from the cumulative state.
+
+A gauge of the latest closed window misses a window that closes between two scrapes and is
+followed by another before the next (a backlog after an outage closes many at once: the stall's
+own window among them). So each series also holds a **peak**: the largest max of its windows
+that arrived in the last ``peak_hold_s``, never below the latest's. Every window's max is then
+exported for ``peak_hold_s``, longer than any scrape interval (Micrometer's max gauge holds its
+maximum over a rolling 2 minutes for the same reason). Peaks are held for the series alerts and
+headline panels read (``partition="all"``: topics, brokers, the probes' hiccups), not per probe
+partition: at 10,000 partitions that would add a tenth to the scrape, near its 5 MB budget.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import heapq
+import itertools
 import threading
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +47,12 @@ DEFAULT_LE: tuple[float, ...] = BUCKET_BOUNDARIES_S
 DEFAULT_MAX_SERIES = 12_000
 #: A series that has seen no closed window for this many windows of its resolution leaves /metrics.
 DEFAULT_SERIES_TTL_WINDOWS = 6
+#: Seconds a window's max is held in ``nines_latency_peak_seconds`` after it reached the exporter:
+#: longer than the scrape intervals in use (Prometheus' default is 1m), so no scraper misses it.
+DEFAULT_PEAK_HOLD_S = 120.0
+
+#: (resolution, series): one exported series of one resolution.
+WindowKey = tuple[str, SeriesKey]
 
 
 @dataclass
@@ -70,6 +89,8 @@ class LatencyExporter:
         max_series: int = DEFAULT_MAX_SERIES,
         series_ttl_windows: int = DEFAULT_SERIES_TTL_WINDOWS,
         partition_histograms: bool = False,
+        peak_hold_s: float = DEFAULT_PEAK_HOLD_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.max_series = max_series
         self.series_ttl_windows = series_ttl_windows
@@ -100,6 +121,14 @@ class LatencyExporter:
         self._hist = _Histograms()
         self._health: dict[str, float] = {}
         self._batches = 0
+        self.peak_hold_s = peak_hold_s
+        self._clock = clock
+        #: per series, the maxima still held: [arrived_s, max_us], arrival ascending and max
+        #: strictly descending (a smaller max that arrives later outlives a larger one)
+        self._held: dict[WindowKey, deque[list[int | float]]] = {}
+        #: (when the oldest held max of a series expires, tie-break, series)
+        self._expiry: list[tuple[float, int, WindowKey]] = []
+        self._ties = itertools.count()
 
     def update(
         self, windows: Sequence[WindowHistogram], counters: StreamCounters | None = None
@@ -109,11 +138,18 @@ class LatencyExporter:
             if self.finest_resolution is None and windows:
                 names = {w.resolution for w in windows}
                 self.finest_resolution = WindowSpec.from_names(names).finest
+            now = self._clock()
+            #: series whose peak line may be stale: a held max let go, or an older window's
+            #: max held after the latest was rendered
+            stale = self._expire_held(now)
             for w in windows:
                 if not self._admit(w):
                     self.series_rejected += 1  # beyond max_series: counted, never silent
                     continue
                 key = (w.resolution, w.series)
+                peak_us = None
+                if w.series.partition == ALL_PARTITIONS:  # topic, broker and hiccup series
+                    peak_us = max(self._hold(key, w.hist.max_us, now), w.hist.max_us)
                 current = self._latest.get(key)
                 if current is None:
                     self._order.pop(w.resolution, None)
@@ -121,8 +157,10 @@ class LatencyExporter:
                     self._chunks.pop(w.resolution, None)
                     self._latest[key] = w
                     self._lines[key] = exposition.render_window(
-                        w, self.quantiles, self._quantile_texts
+                        w, self.quantiles, self._quantile_texts, peak_us
                     )
+                elif peak_us is not None:
+                    stale.add(key)
                 self._window_end[w.resolution] = max(
                     self._window_end.get(w.resolution, 0), w.window_end_us
                 )
@@ -140,6 +178,48 @@ class LatencyExporter:
                         _add(into, k, v)
             self._evict_stale()
             self._bound_systems()
+            self._render_peaks(stale)
+
+    def _hold(self, key: WindowKey, max_us: int, now: float) -> int:
+        """Hold a window's max for ``peak_hold_s`` (a sliding-window max: dominated maxima go);
+        the largest max the series holds now."""
+        held = self._held.setdefault(key, deque())
+        while held and held[-1][1] <= max_us:
+            held.pop()
+        if not held or held[-1][0] != now:  # else a larger max came with it and outlives it
+            held.append([now, max_us])
+            if len(held) == 1:
+                heapq.heappush(self._expiry, (now + self.peak_hold_s, next(self._ties), key))
+        return int(held[0][1])
+
+    def _expire_held(self, now: float) -> set[WindowKey]:
+        """Let go of the maxima held longer than ``peak_hold_s``: the series whose peak fell."""
+        fell = set()
+        while self._expiry and self._expiry[0][0] <= now:
+            due, _, key = heapq.heappop(self._expiry)
+            held = self._held.get(key)
+            if not held or held[0][0] + self.peak_hold_s != due:
+                continue  # the series left (TTL), or that max went before (a larger came)
+            while held and held[0][0] + self.peak_hold_s <= now:
+                held.popleft()
+            if held:
+                heapq.heappush(self._expiry, (held[0][0] + self.peak_hold_s, next(self._ties), key))
+            fell.add(key)
+        return fell
+
+    def _render_peaks(self, keys: set[WindowKey]) -> None:
+        """Bring the peak lines of ``keys`` up to date (a changed one re-joins its resolution)."""
+        for key in keys:
+            latest = self._latest.get(key)
+            if latest is None:
+                continue
+            held = self._held.get(key)
+            peak_us = max(latest.hist.max_us, int(held[0][1]) if held else 0)
+            lines = self._lines[key]
+            line = exposition.peak_line(key[1], key[0], peak_us)
+            if line != lines.peak:
+                self._lines[key] = dataclasses.replace(lines, peak=line)
+                self._chunks.pop(key[0], None)
 
     def _admit(self, w: WindowHistogram) -> bool:
         """Whether the window's series is kept: known already, or new and under the cap."""
@@ -176,6 +256,7 @@ class LatencyExporter:
         for res, series in stale:
             del self._latest[(res, series)]
             del self._lines[(res, series)]
+            self._held.pop((res, series), None)
             self._order.pop(res, None)
             self._chunks.pop(res, None)
             self.series_evicted += 1

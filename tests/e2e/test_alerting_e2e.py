@@ -32,6 +32,7 @@ from testbroker import EmbeddedBroker
 pytestmark = pytest.mark.slow
 
 STALL_S = 6.0
+PEAK_HOLD_S = 30.0
 LATENCY_ALERTS = {"NinesLatencyMaxHigh", "NinesLatencyQuantileHigh"}
 
 SLA = {
@@ -93,6 +94,9 @@ def test_ctrl_z_pages_and_resolves(tmp_path: Path, webhook: Webhook) -> None:
     rules = tmp_path / "rules.yaml"
     subprocess.run(nines("alerts", "render", "--sla", str(sla), "--out", str(rules)), check=True)
     stream_port, probe_port = free_port(), free_port()
+    # the max alert reads the held peak: a short hold lets the page resolve within the test
+    stream_config = tmp_path / "stream.yaml"
+    stream_config.write_text(yaml.safe_dump({"stream": {"peak_hold": f"{PEAK_HOLD_S:g}s"}}))
     with EmbeddedBroker() as broker:
         seed_last_hour(broker.bootstrap)
         probe = Process(
@@ -114,6 +118,8 @@ def test_ctrl_z_pages_and_resolves(tmp_path: Path, webhook: Webhook) -> None:
         stream = Process(
             nines(
                 "stream",
+                "--config",
+                str(stream_config),
                 "--bootstrap",
                 broker.bootstrap,
                 "--windows",
@@ -185,10 +191,20 @@ def test_ctrl_z_pages_and_resolves(tmp_path: Path, webhook: Webhook) -> None:
                 )
             )
             assert stall_max > max(healthy_max, 1.0), stall_max
-            # Open loop: the message intended at the start of the stall waited the whole stall.
-            # Checked in the archive, which keeps every closed window: the gauges hold the latest
-            # closed window of a series, so when the stall's window and the next close between
-            # two scrapes Prometheus sees only the later one (docs/metrics.md).
+            # Open loop: the message intended at the start of the stall waited the whole stall,
+            # and Prometheus sees it on the held peak even when the stall's window and the next
+            # closed between two scrapes (the latest window's gauge then shows only the later).
+            held = wait_until(
+                lambda: prom.query(
+                    "max_over_time(nines_latency_peak_seconds"
+                    f'{{window="10s",kind="e2e",partition="all"}}[3m]) >= {STALL_S * 0.8:g}'
+                ),
+                60,
+                1,
+                f"the {STALL_S:g} s stall's max on the held peak in Prometheus",
+            )
+            assert float(held[0]["value"][1]) < STALL_S + 5, held
+            # and the archive, which keeps every closed window, holds it too
             wait_until(
                 lambda: archived_e2e_max_s(tmp_path / "archive") >= STALL_S * 0.8,
                 60,

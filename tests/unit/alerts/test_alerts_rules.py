@@ -28,15 +28,16 @@ def p999(where: dict[str, str], values: str, window: str = "1m") -> dict[str, st
     )
 
 
-def max_s(
+def peak_s(
     where: dict[str, str], values: str, kind: str = "e2e", window: str = "1m"
 ) -> dict[str, str]:
-    return gauge("nines_latency_max_seconds", where, values, kind=kind, window=window)
+    """The held peak of a window's max, which max rules read (``partition="all"``)."""
+    return gauge("nines_latency_peak_seconds", where, values, kind=kind, window=window)
 
 
 def hiccup(where: dict[str, str], values: str) -> list[dict[str, str]]:
     """The probe's pause, as the stream job exports it for every resolution."""
-    return [max_s(where, values, kind="hiccup", window=w) for w in ("10s", "1m", "1h")]
+    return [peak_s(where, values, kind="hiccup", window=w) for w in ("10s", "1m", "1h")]
 
 
 def alert_test(alertname: str, eval_time: str, alerts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -122,9 +123,9 @@ def test_ctrl_z_broker_stall_pages_max_and_quantile(
             case(
                 [
                     p999(C1, "0.004 0.004 24.5 0.004"),
-                    max_s(C1, "0.03 0.03 25.2 0.03"),
+                    peak_s(C1, "0.03 0.03 25.2 0.03"),
                     *hiccup(C1, "0.002x3"),
-                    max_s(C2, "1.9x3"),  # slow but under the 2s max
+                    peak_s(C2, "1.9x3"),  # slow but under the 2s max
                 ],
                 alert_test("NinesLatencyMaxHigh", "1m", []),
                 alert_test(
@@ -154,10 +155,10 @@ def test_probe_hiccup_suppresses_latency_pages_on_its_cluster_only(
             case(
                 [
                     p999(C1, "0.004 0.004 24.5 0.004"),
-                    max_s(C1, "0.03 0.03 25.2 0.03"),
+                    peak_s(C1, "0.03 0.03 25.2 0.03"),
                     *hiccup(C1, "0.002 0.002 25 0.002"),
                     p999(C2, "0.004 0.004 3.5 0.004"),
-                    max_s(C2, "0.03 0.03 4 0.03"),
+                    peak_s(C2, "0.03 0.03 4 0.03"),
                     *hiccup(C2, "0.002x3"),
                 ],
                 alert_test(
@@ -575,15 +576,15 @@ def test_one_slow_broker_pages_with_its_id(rules: dict[str, Any], run_rule_tests
                     broker_gauge(
                         "nines_broker_latency_seconds", C1, "2", "0.004 0.3 3.1 0.004", **p
                     ),
-                    broker_gauge("nines_broker_latency_max_seconds", C1, "1", "0.01x4"),
-                    broker_gauge("nines_broker_latency_max_seconds", C1, "2", "0.02 0.4 3.2 0.02"),
+                    broker_gauge("nines_broker_latency_peak_seconds", C1, "1", "0.01x4"),
+                    broker_gauge("nines_broker_latency_peak_seconds", C1, "2", "0.02 0.4 3.2 0.02"),
                     # another resolution and quantile of broker 1 are not the objective
                     broker_gauge("nines_broker_latency_seconds", C1, "1", "9x4", window="10s", **p),
                     broker_gauge("nines_broker_latency_seconds", C1, "1", "9x4", quantile="0.99"),
                     *hiccup(C1, "0.002x4"),
                     # c2's broker 3 looks slow while c2's probe paused: suppressed
                     broker_gauge("nines_broker_latency_seconds", C2, "3", "0.004 5 5 0.004", **p),
-                    broker_gauge("nines_broker_latency_max_seconds", C2, "3", "0.01 6 6 0.01"),
+                    broker_gauge("nines_broker_latency_peak_seconds", C2, "3", "0.01 6 6 0.01"),
                     *hiccup(C2, "0.002 6 6 0.002"),
                 ],
                 alert_test("NinesBrokerLatencyQuantileHigh", "0m", []),

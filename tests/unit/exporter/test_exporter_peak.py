@@ -1,0 +1,140 @@
+"""The held peak: a window's max reaches a scraper even when later windows close before it scrapes.
+
+The latest-window gauge shows only the last window of a burst (a backlog after an outage closes
+the stall's window and the ones after it in one micro-batch); ``nines_latency_peak_seconds``
+holds every window's max for ``peak_hold``.
+"""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from core.hdr import HdrLayout, SparseHistogram
+from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram, with_rollups
+from monitor.exporter import LatencyExporter
+
+LAYOUT = HdrLayout()
+S = 1_000_000
+
+
+def window(end_s: int, max_s: float, partition: str = ALL_PARTITIONS, broker: str = ""):  # type: ignore[no-untyped-def]
+    values = [1_000, int(max_s * S)]
+    return WindowHistogram(
+        "10s",
+        (end_s - 10) * S,
+        end_s * S,
+        SeriesKey("c", "t", partition, "e2e", broker),
+        SparseHistogram.from_values(LAYOUT, values),
+        0,
+    )
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def gauges(exp: LatencyExporter, name: str) -> dict[str, float]:
+    """``partition`` (or ``broker``) → value of one gauge family."""
+    out = {}
+    for fam in text_string_to_metric_families(exp.exposition().decode()):
+        for s in fam.samples:
+            if s.name == name:
+                out[s.labels.get("broker") or s.labels["partition"]] = s.value
+    return out
+
+
+def peak_and_max(exp: LatencyExporter) -> tuple[float, float]:
+    peak = gauges(exp, "nines_latency_peak_seconds")[ALL_PARTITIONS]
+    return peak, gauges(exp, "nines_latency_max_seconds")[ALL_PARTITIONS]
+
+
+def close_to(value: float, expected_s: float) -> bool:
+    """Equal within the HDR bucket of ``expected_s`` (3 significant digits)."""
+    return abs(value - expected_s) <= expected_s * 1e-3
+
+
+def test_a_burst_of_windows_keeps_the_stalls_max_on_the_peak() -> None:
+    exp = LatencyExporter(finest_resolution="10s", clock=Clock())
+    # a backlog: the stall's window (6 s) and two healthy ones close in one micro-batch
+    exp.update([window(10, 0.01), window(20, 6.0), window(30, 0.02), window(40, 0.01)])
+    peak, latest = peak_and_max(exp)
+    assert close_to(latest, 0.01)  # the latest window's gauge has lost the stall
+    assert close_to(peak, 6.0)
+
+
+def test_the_peak_is_held_for_peak_hold_then_falls_to_the_next_held_max() -> None:
+    clock = Clock()
+    exp = LatencyExporter(finest_resolution="10s", peak_hold_s=120, clock=clock)
+    exp.update([window(10, 6.0)])
+    clock.now += 60
+    exp.update([window(20, 3.0)])
+    clock.now += 59  # 119 s after the 6 s window arrived
+    exp.update([window(30, 0.01)])
+    assert close_to(peak_and_max(exp)[0], 6.0)
+    clock.now += 1  # 120 s: let go at this batch
+    exp.update([window(40, 0.01)])
+    peak, latest = peak_and_max(exp)
+    assert close_to(peak, 3.0) and close_to(latest, 0.01)
+    clock.now += 60
+    exp.update([])  # a batch without windows lets go too
+    assert close_to(peak_and_max(exp)[0], 0.01)  # never below the latest window's max
+
+
+def test_an_older_window_arriving_after_the_latest_raises_the_peak_only() -> None:
+    exp = LatencyExporter(finest_resolution="10s", clock=Clock())
+    exp.update([window(40, 0.5), window(30, 4.0)])  # the newest first, as a batch may order
+    peak, latest = peak_and_max(exp)
+    assert close_to(latest, 0.5) and close_to(peak, 4.0)
+
+
+def test_peaks_for_topic_broker_and_hiccup_series_not_per_partition() -> None:
+    exp = LatencyExporter(finest_resolution="10s", clock=Clock())
+    cells = [window(10, 2.0, partition="0", broker="1"), window(10, 0.1, partition="1", broker="2")]
+    hiccup = WindowHistogram(
+        "10s", 0, 10 * S, SeriesKey("c", "probe", ALL_PARTITIONS, "hiccup"),
+        SparseHistogram.from_values(LAYOUT, [1_500_000]), 0,
+    )  # fmt: skip
+    exp.update([*with_rollups(cells), hiccup])
+    topic = gauges(exp, "nines_latency_peak_seconds")
+    assert set(topic) == {ALL_PARTITIONS}  # the topic's and the hiccups' (probe topic): no "0"
+    assert len([1 for _ in topic]) == 1
+    body = exp.exposition().decode()
+    assert body.count("nines_latency_peak_seconds{") == 2  # e2e of the topic, hiccup of the probe
+    assert 'nines_latency_peak_seconds{cluster="c",kind="hiccup",partition="all"' in body
+    brokers = gauges(exp, "nines_broker_latency_peak_seconds")
+    assert close_to(brokers["1"], 2.0) and close_to(brokers["2"], 0.1)
+    assert not [
+        line for line in body.splitlines() if "peak_seconds{" in line and 'partition="0"' in line
+    ]
+
+
+def test_held_maxima_stay_bounded_by_the_batches_within_the_hold() -> None:
+    clock = Clock()
+    exp = LatencyExporter(finest_resolution="10s", peak_hold_s=10, clock=clock)
+    for i in range(2_000):  # strictly falling maxima: none dominates another, all are held
+        exp.update([window(10 * (i + 1), 100.0 - i * 0.04)])
+        clock.now += 1
+    assert max(len(held) for held in exp._held.values()) <= 11
+    assert len(exp._expiry) <= 22
+    assert close_to(peak_and_max(exp)[0], 100.0 - 1_990 * 0.04)  # the oldest within the hold
+    for i in range(2_000):  # rising maxima: each lets go of all held before it
+        exp.update([window(10 * (i + 2_001), 1.0 + i * 0.04)])
+        clock.now += 1
+    assert max(len(held) for held in exp._held.values()) == 1
+    assert len(exp._expiry) <= 22
+
+
+def test_a_series_that_leaves_takes_its_peak_along() -> None:
+    exp = LatencyExporter(finest_resolution="10s", series_ttl_windows=2, clock=Clock())
+    gone = WindowHistogram(
+        "10s", 0, 10 * S, SeriesKey("c", "gone", ALL_PARTITIONS, "e2e"),
+        SparseHistogram.from_values(LAYOUT, [5 * S]), 0,
+    )  # fmt: skip
+    exp.update([gone, window(10, 0.1)])
+    exp.update([window(40, 0.1)])  # "gone" has no window for 3 windows: it leaves
+    assert 'topic="gone"' not in exp.exposition().decode()
+    assert all(key[1].topic != "gone" for key in exp._held)
