@@ -33,29 +33,23 @@ NO_LEADER = -2
 #: Leader code of an echo whose probe knew no leader when it sent (``-1`` in the echo).
 UNKNOWN_LEADER = -1
 
+#: What a value is about: its series (at the send-time leader) and kind, or a counter's reason.
+_SUBJECT_FIELDS = [
+    ("cluster", pa.string()),
+    ("topic", pa.string()),
+    ("partition", pa.int64()),
+    ("leader", pa.int64()),
+    ("kind", pa.int32()),
+    ("reason", pa.string()),
+]
 #: The group of a partial: a state key of Spark's aggregation, bucket included.
-GROUP_KEYS = (
-    "span_us",
-    "window_end_us",
-    "cluster",
-    "topic",
-    "partition",
-    "leader",
-    "kind",
-    "reason",
-    "bucket",
-)
+GROUP_KEYS = ("span_us", "window_end_us", *(name for name, _ in _SUBJECT_FIELDS), "bucket")
 #: What the reader hands Spark: partial histograms, one row per group.
 PARTIAL_SCHEMA = pa.schema(
     [
         ("span_us", pa.int64()),
         ("window_end_us", pa.int64()),
-        ("cluster", pa.string()),
-        ("topic", pa.string()),
-        ("partition", pa.int64()),
-        ("leader", pa.int64()),
-        ("kind", pa.int32()),
-        ("reason", pa.string()),
+        *_SUBJECT_FIELDS,
         ("bucket", pa.int64()),
         ("n", pa.int64()),
         ("lost", pa.int64()),
@@ -67,12 +61,7 @@ PARTIAL_SCHEMA = pa.schema(
 #: One measured or counted value before grouping (``value_us`` is 0 for counted rows).
 _SAMPLE_SCHEMA = pa.schema(
     [
-        ("cluster", pa.string()),
-        ("topic", pa.string()),
-        ("partition", pa.int64()),
-        ("leader", pa.int64()),
-        ("kind", pa.int32()),
-        ("reason", pa.string()),
+        *_SUBJECT_FIELDS,
         ("value_us", pa.int64()),
         ("lost", pa.int64()),
         ("n", pa.int64()),
