@@ -767,3 +767,30 @@ def test_every_empty_dir_has_a_size_limit(scenario: Path) -> None:
     assert empty
     for v in empty:
         assert v["emptyDir"].get("sizeLimit"), v["name"]
+
+
+def test_stream_settings_reach_the_job_and_defaults_match_the_code(tmp_path: Path) -> None:
+    from core.config import build
+    from streaming.config import StreamConfig
+
+    def stream_config(values_file: Path) -> StreamConfig:
+        cm = next(d for d in render(values_file) if d["metadata"]["name"].endswith("-stream"))
+        return build(StreamConfig, yaml.safe_load(cm["data"]["stream.yaml"])["stream"])
+
+    default = stream_config(CHART / "ci" / "default-values.yaml")
+    assert default.peak_hold == StreamConfig.model_fields["peak_hold"].default == 120.0
+    tuned = stream_config(CHART / "ci" / "monitoring-values.yaml")
+    assert tuned.peak_hold == 180.0
+    assert (tuned.max_series, tuned.partition_histograms, tuned.max_clock_skew) == (20000, True, 60)
+    chart = helm.Chart.load(str(CHART))
+    for bad in ({"settings": {"watermark": "1m"}}, {"peakHold": "soon"}):
+        with pytest.raises(helm.HelmError):
+            chart.validate_schema(
+                {
+                    **yaml.safe_load((CHART / "values.yaml").read_text()),
+                    "stream": {
+                        **yaml.safe_load((CHART / "values.yaml").read_text())["stream"],
+                        **bad,
+                    },
+                }
+            )
