@@ -395,6 +395,15 @@ def _pipeline_alerts(sla: SlaConfig) -> list[dict[str, Any]]:
             "from a clock ahead, or beyond the series cap (series_cap).",
         ),
         rule(
+            "NinesScrapeGaps",
+            f"sum by (instance) (increase(nines_scrape_gaps_total[{PIPELINE_RANGE}])) > 0",
+            "ticket",
+            "a scrape came later than the held peak lasts",
+            "{{ $value | humanize }} scrapes of {{ $labels.instance }} came more than the "
+            "stream's peak_hold after the same scraper's previous one: a window's max may have "
+            "come and gone unseen (scrape more often, or raise peak_hold).",
+        ),
+        rule(
             "NinesProbeBrokerUnprobed",
             "max by (cluster) (nines_probe_brokers_unprobed) > 0",
             "ticket",

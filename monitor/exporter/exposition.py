@@ -331,6 +331,21 @@ def health_families(health: Mapping[str, float], batches: int) -> Iterable[Any]:
             yield GaugeMetricFamily(f"nines_stream_{name}", doc, value=health[name])
 
 
+def scrape_families(peak_hold_s: float, gaps: int) -> Iterable[Any]:
+    """The held peak's hold, and the scrapes that came later than it."""
+    yield GaugeMetricFamily(
+        "nines_peak_hold_seconds",
+        "How long nines_latency_peak_seconds holds a window's max (stream peak_hold).",
+        value=peak_hold_s,
+    )
+    yield CounterMetricFamily(
+        "nines_scrape_gaps",
+        "Scrapes that came more than peak_hold after the same scraper's previous one: window "
+        "maxima in between may be unseen.",
+        value=gaps,
+    )
+
+
 class _Families:
     """What ``generate_latest`` needs: something with ``collect()``."""
 

@@ -26,10 +26,16 @@ class MetricsServer:
     """A running /metrics HTTP server (gzip when the scraper accepts it); ``close()`` stops it.
 
     With a web config (``--web-config-file``) it serves over TLS and/or behind basic auth.
+    ``on_scrape`` hears the address of each authorized scraper before its body is rendered.
     """
 
     def __init__(
-        self, body: Callable[[], bytes], host: str, port: int, web: WebConfig | None = None
+        self,
+        body: Callable[[], bytes],
+        host: str,
+        port: int,
+        web: WebConfig | None = None,
+        on_scrape: Callable[[str], None] | None = None,
     ) -> None:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
@@ -41,6 +47,8 @@ class MetricsServer:
                     self.end_headers()
                     self.wfile.write(b"Unauthorized\n")
                     return
+                if on_scrape is not None:
+                    on_scrape(self.client_address[0])
                 data = body()
                 gzipped = "gzip" in self.headers.get("Accept-Encoding", "")
                 if gzipped:

@@ -19,9 +19,10 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
+import logging
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,8 @@ from streaming.counters import COUNTER_FIELDS, StreamCounters
 if TYPE_CHECKING:
     from monitor.exporter.server import MetricsServer
 
+log = logging.getLogger("nines.exporter")
+
 #: ``le`` boundaries (seconds) of ``nines_latency_histogram_seconds`` (the SLA's layout).
 DEFAULT_LE: tuple[float, ...] = BUCKET_BOUNDARIES_S
 #: Distinct (cluster, topic, partition or broker) series the exporter keeps: 10,000 probe
@@ -50,6 +53,9 @@ DEFAULT_SERIES_TTL_WINDOWS = 6
 #: Seconds a window's max is held in ``nines_latency_peak_seconds`` after it reached the exporter:
 #: longer than the scrape intervals in use (Prometheus' default is 1m), so no scraper misses it.
 DEFAULT_PEAK_HOLD_S = 120.0
+#: Scrapers (by address) whose last scrape time is kept, to notice one that comes back later
+#: than the hold; the oldest is forgotten beyond this (an HA pair needs two).
+MAX_SCRAPERS = 64
 
 #: (resolution, series): one exported series of one resolution.
 WindowKey = tuple[str, SeriesKey]
@@ -129,6 +135,11 @@ class LatencyExporter:
         #: (when the oldest held max of a series expires, tie-break, series)
         self._expiry: list[tuple[float, int, WindowKey]] = []
         self._ties = itertools.count()
+        #: scraper address → when it last scraped (``scraped``), oldest first
+        self._scrapers: OrderedDict[str, float] = OrderedDict()
+        #: scrapes that came more than ``peak_hold_s`` after the same scraper's previous one
+        self.scrape_gaps = 0
+        self._gap_logged: set[str] = set()
 
     def update(
         self, windows: Sequence[WindowHistogram], counters: StreamCounters | None = None
@@ -179,6 +190,28 @@ class LatencyExporter:
             self._evict_stale()
             self._bound_systems()
             self._render_peaks(stale)
+
+    def scraped(self, scraper: str) -> None:
+        """Note a scrape by ``scraper``; one later than ``peak_hold_s`` after its previous one is
+        a gap (counted, logged once per scraper): a held peak may have expired unseen in it."""
+        with self._lock:
+            now = self._clock()
+            last = self._scrapers.pop(scraper, None)
+            self._scrapers[scraper] = now
+            if len(self._scrapers) > MAX_SCRAPERS:
+                self._scrapers.popitem(last=False)
+            if last is not None and now - last > self.peak_hold_s:
+                self.scrape_gaps += 1
+                if scraper not in self._gap_logged and len(self._gap_logged) < MAX_SCRAPERS:
+                    self._gap_logged.add(scraper)
+                    log.warning(
+                        "scraper %s came back after %.0f s, longer than peak_hold (%.0f s): "
+                        "window maxima in between may be unseen; scrape more often or raise "
+                        "the stream's peak_hold (nines_scrape_gaps_total counts these)",
+                        scraper,
+                        now - last,
+                        self.peak_hold_s,
+                    )
 
     def _hold(self, key: WindowKey, max_us: int, now: float) -> int:
         """Hold a window's max for ``peak_hold_s`` (a sliding-window max: dominated maxima go);
@@ -376,6 +409,7 @@ class LatencyExporter:
                     len(self._admitted), self.max_series, self.series_rejected, self.series_evicted
                 ),
                 *exposition.health_families(self._health, self._batches),
+                *exposition.scrape_families(self.peak_hold_s, self.scrape_gaps),
             ]
             lines = self._hist.lines
             if self._hist_order is None:
@@ -389,4 +423,4 @@ class LatencyExporter:
         """Serve /metrics from this exporter; port 0 picks a free port; ``web``: TLS/auth."""
         from monitor.exporter.server import MetricsServer
 
-        return MetricsServer(self.exposition, host, port, web)
+        return MetricsServer(self.exposition, host, port, web, on_scrape=self.scraped)

@@ -435,6 +435,7 @@ def test_no_echoes_at_all_and_stream_down_or_stale(
         ),
         ("NinesLateEchoes", "nines_late_echoes_total", {**C1, "partition": "0"}, C1),
         ("NinesBadEchoes", "nines_bad_echoes_total", {"reason": "bad_json"}, None),
+        ("NinesScrapeGaps", "nines_scrape_gaps_total", {"instance": "stream:9464"}, None),
     ],
 )
 def test_pipeline_counters_never_lose_silently(

@@ -138,3 +138,46 @@ def test_a_series_that_leaves_takes_its_peak_along() -> None:
     exp.update([window(40, 0.1)])  # "gone" has no window for 3 windows: it leaves
     assert 'topic="gone"' not in exp.exposition().decode()
     assert all(key[1].topic != "gone" for key in exp._held)
+
+
+def test_a_scraper_slower_than_the_hold_is_counted_and_warned_once(caplog) -> None:  # type: ignore[no-untyped-def]
+    import urllib.request
+
+    clock = Clock()
+    exp = LatencyExporter(finest_resolution="10s", peak_hold_s=120, clock=clock)
+    server = exp.serve(port=0)
+    try:
+
+        def scrape() -> str:
+            url = f"http://127.0.0.1:{server.port}/metrics"
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                return str(resp.read().decode())
+
+        scrape()
+        clock.now += 119  # within the hold: no gap
+        scrape()
+        exp.scraped("10.0.0.2")  # another scraper's first scrape is no gap either
+        for _ in range(2):
+            clock.now += 121
+            body = scrape()
+        assert exp.scrape_gaps == 2
+        assert "nines_scrape_gaps_total 2.0" in body  # counted before the body is rendered
+        body = scrape()  # right after: no gap
+        assert "nines_scrape_gaps_total 2.0" in body and "nines_peak_hold_seconds 120.0" in body
+        warned = [r for r in caplog.records if "longer than peak_hold" in r.getMessage()]
+        assert len(warned) == 1 and "127.0.0.1" in warned[0].getMessage()
+    finally:
+        server.close()
+
+
+def test_scrapers_kept_are_bounded() -> None:
+    from monitor.exporter.state import MAX_SCRAPERS
+
+    clock = Clock()
+    exp = LatencyExporter(finest_resolution="10s", clock=clock)
+    for i in range(10 * MAX_SCRAPERS):
+        exp.scraped(f"10.0.{i // 256}.{i % 256}")
+    assert len(exp._scrapers) == MAX_SCRAPERS
+    clock.now += 1_000
+    exp.scraped("10.0.0.0")  # forgotten long ago: a first scrape again, no gap
+    assert exp.scrape_gaps == 0
