@@ -222,6 +222,9 @@ def test_ctrl_z_pages_and_resolves(tmp_path: Path, webhook: Webhook) -> None:
                 "the page to resolve after recovery",
             )
             check_dashboard_queries(prom)
+            # Prometheus scrapes far more often than the hold: the exporter counts no gap
+            gaps = prom.query("nines_scrape_gaps_total")
+            assert gaps and float(gaps[0]["value"][1]) == 0, gaps
         finally:
             for proc in (prom, am, stream, probe):
                 proc.close()
