@@ -133,7 +133,9 @@ def _alert(
 
 
 def _latency_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
-    """The quantile of the latest closed window above the threshold."""
+    """A window's quantile above the threshold: the held peak of the topic's windows' quantiles
+    (each window's own, never averaged), which a window closing between two scrapes cannot slip
+    past (one partition has no held peak: its latest closed window's quantile)."""
     assert o.quantile is not None and o.threshold is not None
     window = format_duration(o.window)
     qname = quantile_label(o.quantile)
@@ -143,18 +145,19 @@ def _latency_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
         "quantile": floatToGoString(o.quantile),
         **_series(o, merged_partition=True),
     }
-    expr = (
-        f"max by ({_by(o)}) ({_selector('nines_latency_seconds', matchers)}) > {_num(o.threshold)}"
-    )
+    held = o.partition is None
+    metric = "nines_latency_peak_quantile_seconds" if held else "nines_latency_seconds"
+    expr = f"max by ({_by(o)}) ({_selector(metric, matchers)}) > {_num(o.threshold)}"
     limit = format_duration(o.threshold)
+    which = f"a {window} window closed lately" if held else f"the latest closed {window} window"
     return _alert(
         sla,
         o,
         "NinesLatencyQuantileHigh",
         _guarded(sla, o, expr, window),
         f"{o.kind} {qname} above {limit} ({window} windows)",
-        f"{o.kind} {qname} latency on {_where(o)} is {{{{ $value | humanizeDuration }}}} in the "
-        f"latest closed {window} window; objective: below {limit}.",
+        f"{o.kind} {qname} latency on {_where(o)} is {{{{ $value | humanizeDuration }}}} in "
+        f"{which}; objective: below {limit}.",
     )
 
 
@@ -189,15 +192,18 @@ def _broker_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
     """
     window = format_duration(o.window)
     matchers = {"kind": o.kind, "window": window}
+    which = f"a {window} window closed lately"
     if o.max is not None:
         name, metric, limit_s, stat = "NinesBrokerLatencyMaxHigh", "peak_seconds", o.max, "max"
-        which = f"a {window} window closed lately"
     else:
         assert o.quantile is not None and o.threshold is not None
-        name, metric, limit_s = "NinesBrokerLatencyQuantileHigh", "seconds", o.threshold
+        name, metric, limit_s = (
+            "NinesBrokerLatencyQuantileHigh",
+            "peak_quantile_seconds",
+            o.threshold,
+        )
         stat = quantile_label(o.quantile)
         matchers["quantile"] = floatToGoString(o.quantile)
-        which = f"the latest closed {window} window"
     matchers.update(_series(o, merged_partition=False))
     series = _selector(f"nines_broker_latency_{metric}", matchers)
     expr = f"max by (cluster, topic, broker) ({series}) > {_num(limit_s)}"

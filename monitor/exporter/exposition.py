@@ -26,6 +26,7 @@ from prometheus_client.utils import floatToGoString
 
 from core.hdr import min_samples_for
 from core.windows import SeriesKey, WindowHistogram
+from monitor.exporter.hold import Values
 from streaming.counters import StreamCounters
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -49,6 +50,12 @@ WINDOW_FAMILIES: tuple[tuple[str, str, str], ...] = (
         "latest's: every window's max reaches a scraper.",
         "peak",
     ),
+    (
+        "nines_latency_peak_quantile_seconds",
+        "Largest quantile of the windows that closed in the last peak_hold, each read from its "
+        "own HDR histogram (only with >= 1/(1-q) samples); never an average.",
+        "quantile_peaks",
+    ),
     ("nines_latency_window_samples", "Samples in the latest closed window.", "samples"),
     ("nines_latency_window_lost", "Lost messages in the latest closed window.", "lost"),
 )
@@ -71,6 +78,12 @@ BROKER_WINDOW_FAMILIES: tuple[tuple[str, str, str], ...] = (
         "Largest exact max of the windows that closed in the last peak_hold, of the messages a "
         "broker led at send time.",
         "peak",
+    ),
+    (
+        "nines_broker_latency_peak_quantile_seconds",
+        "Largest quantile of the windows that closed in the last peak_hold, of the messages a "
+        "broker led at send time (only with >= 1/(1-q) samples).",
+        "quantile_peaks",
     ),
     (
         "nines_broker_latency_window_samples",
@@ -132,8 +145,9 @@ class WindowLines:
     max: str
     samples: str
     lost: str
-    #: the held peak's line; it changes while the window stays the latest (``peak_line``)
+    #: the held peak's lines (max, quantiles); they change while the window stays the latest
     peak: str = ""
+    quantile_peaks: str = ""
 
 
 def series_key(s: SeriesKey) -> tuple[str, str, str, str]:
@@ -170,41 +184,59 @@ def _family_names(s: SeriesKey) -> dict[str, str]:
     return {attr: f for f, _, attr in (BROKER_WINDOW_FAMILIES if s.is_broker else WINDOW_FAMILIES)}
 
 
-def peak_line(s: SeriesKey, resolution: str, peak_us: int) -> str:
-    """The series' held peak (``nines_latency_peak_seconds``) at one resolution."""
-    lv = _labels({**_series_pairs(s), "window": resolution})
-    return f"{_family_names(s)['peak']}{{{lv}}} {floatToGoString(peak_us / 1e6)}\n"
+def window_values(w: WindowHistogram, quantiles: Sequence[float]) -> Values:
+    """The window's exact max, then each quantile of its histogram (None where the window holds
+    fewer than 1/(1-q) samples): what its lines show and what a held peak keeps."""
+    total = w.hist.total
+    supported = [q for q in quantiles if total >= min_samples_for(q)]
+    read = iter(w.hist.values_at_quantiles(supported))
+    quantile_values = [next(read) if total >= min_samples_for(q) else None for q in quantiles]
+    return (w.hist.max_us, *quantile_values)
+
+
+def _value_lines(name: str, lv: str, lq: str, values: Values, quantile_texts: Sequence[str]) -> str:
+    """One line per quantile that has a value."""
+    return "".join(
+        f"{name}{{{lq.format(qt)}}} {floatToGoString(v / 1e6)}\n"
+        for qt, v in zip(quantile_texts, values[1:], strict=True)
+        if v is not None
+    )
+
+
+def peak_lines(
+    s: SeriesKey, resolution: str, peak: Values, quantile_texts: Sequence[str]
+) -> tuple[str, str]:
+    """The series' held peak lines at one resolution: the max's, and the quantiles'."""
+    name = _family_names(s)
+    pairs = {**_series_pairs(s), "window": resolution}
+    lv, lq = _labels(pairs), _labels(pairs, extra="quantile")
+    max_us = peak[0]
+    assert max_us is not None
+    return (
+        f"{name['peak']}{{{lv}}} {floatToGoString(max_us / 1e6)}\n",
+        _value_lines(name["quantile_peaks"], lv, lq, peak, quantile_texts),
+    )
 
 
 def render_window(
     w: WindowHistogram,
-    quantiles: Sequence[float],
     quantile_texts: Sequence[str],
-    peak_us: int | None = None,
+    values: Values,
+    peak: Values | None = None,
 ) -> WindowLines:
-    """The window's lines for each per-window family (quantiles gated by sample count); a peak
-    line only with ``peak_us`` (the series holds its peak)."""
+    """The window's lines for each per-window family from its ``window_values``; held-peak
+    lines only with ``peak`` (the series holds one)."""
     s = w.series
     name = _family_names(s)
     pairs = {**_series_pairs(s), "window": w.resolution}
     lv, lq = _labels(pairs), _labels(pairs, extra="quantile")
-    total = w.hist.total
-    supported = [
-        (q, qt)
-        for q, qt in zip(quantiles, quantile_texts, strict=True)
-        if total >= min_samples_for(q)
-    ]
-    values = w.hist.values_at_quantiles([q for q, _ in supported])
-    lines = "".join(
-        f"{name['quantiles']}{{{lq.format(qt)}}} {floatToGoString(v / 1e6)}\n"
-        for (_, qt), v in zip(supported, values, strict=True)
-    )
+    held = peak_lines(s, w.resolution, peak, quantile_texts) if peak is not None else ("", "")
     return WindowLines(
-        lines,
+        _value_lines(name["quantiles"], lv, lq, values, quantile_texts),
         f"{name['max']}{{{lv}}} {floatToGoString(w.hist.max_us / 1e6)}\n",
-        f"{name['samples']}{{{lv}}} {floatToGoString(total)}\n",
+        f"{name['samples']}{{{lv}}} {floatToGoString(w.hist.total)}\n",
         f"{name['lost']}{{{lv}}} {floatToGoString(w.lost)}\n" if s.kind == "e2e" else "",
-        f"{name['peak']}{{{lv}}} {floatToGoString(peak_us / 1e6)}\n" if peak_us is not None else "",
+        *held,
     )
 
 

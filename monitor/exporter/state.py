@@ -6,9 +6,10 @@ says why); a scrape joins them with the families built from the cumulative state
 
 A gauge of the latest closed window misses a window that closes between two scrapes and is
 followed by another before the next (a backlog after an outage closes many at once: the stall's
-own window among them). So each series also holds a **peak**: the largest max of its windows
-that arrived in the last ``peak_hold_s``, never below the latest's. Every window's max is then
-exported for ``peak_hold_s``, longer than any scrape interval (Micrometer's max gauge holds its
+own window among them). So each series also holds a **peak** (``hold``): the largest max, and
+the largest of each quantile, of its windows that arrived in the last ``peak_hold_s``, never
+below the latest's. Every window's values are then exported for ``peak_hold_s``, longer than
+any scrape interval (Micrometer's max gauge holds its
 maximum over a rolling 2 minutes for the same reason). Peaks are held for the series alerts and
 headline panels read (``partition="all"``: topics, brokers, the probes' hiccups), not per probe
 partition: at 10,000 partitions that would add a tenth to the scrape, near its 5 MB budget.
@@ -17,12 +18,10 @@ partition: at 10,000 partitions that would add a tenth to the scrape, near its 5
 from __future__ import annotations
 
 import dataclasses
-import heapq
-import itertools
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -35,6 +34,7 @@ from core.sla import BUCKET_BOUNDARIES_S
 from core.webconfig import WebConfig
 from core.windows import ALL_PARTITIONS, KINDS, SeriesKey, WindowHistogram, WindowSpec
 from monitor.exporter import exposition
+from monitor.exporter.hold import PeakHold, Values, largest
 from streaming.counters import COUNTER_FIELDS, StreamCounters
 
 if TYPE_CHECKING:
@@ -129,12 +129,8 @@ class LatencyExporter:
         self._batches = 0
         self.peak_hold_s = peak_hold_s
         self._clock = clock
-        #: per series, the maxima still held: [arrived_s, max_us], arrival ascending and max
-        #: strictly descending (a smaller max that arrives later outlives a larger one)
-        self._held: dict[WindowKey, deque[list[int | float]]] = {}
-        #: (when the oldest held max of a series expires, tie-break, series)
-        self._expiry: list[tuple[float, int, WindowKey]] = []
-        self._ties = itertools.count()
+        #: the held peaks of the ``partition="all"`` series (``hold``)
+        self._peaks = PeakHold(peak_hold_s)
         #: scraper address → when it last scraped (``scraped``), oldest first
         self._scrapers: OrderedDict[str, float] = OrderedDict()
         #: scrapes that came more than ``peak_hold_s`` after the same scraper's previous one
@@ -152,25 +148,27 @@ class LatencyExporter:
             now = self._clock()
             #: series whose peak line may be stale: a held max let go, or an older window's
             #: max held after the latest was rendered
-            stale = self._expire_held(now)
+            stale: set[WindowKey] = self._peaks.expire(now)  # type: ignore[assignment]
             for w in windows:
                 if not self._admit(w):
                     self.series_rejected += 1  # beyond max_series: counted, never silent
                     continue
                 key = (w.resolution, w.series)
-                peak_us = None
-                if w.series.partition == ALL_PARTITIONS:  # topic, broker and hiccup series
-                    peak_us = max(self._hold(key, w.hist.max_us, now), w.hist.max_us)
+                values = exposition.window_values(w, self.quantiles)
+                held = w.series.partition == ALL_PARTITIONS  # topic, broker and hiccup series
+                if held:
+                    self._peaks.hold(key, values, now)
                 current = self._latest.get(key)
                 if current is None:
                     self._order.pop(w.resolution, None)
                 if current is None or w.window_end_us >= current.window_end_us:
                     self._chunks.pop(w.resolution, None)
                     self._latest[key] = w
+                    peak = self._peak(key, values) if held else None
                     self._lines[key] = exposition.render_window(
-                        w, self.quantiles, self._quantile_texts, peak_us
+                        w, self._quantile_texts, values, peak
                     )
-                elif peak_us is not None:
+                elif held:
                     stale.add(key)
                 self._window_end[w.resolution] = max(
                     self._window_end.get(w.resolution, 0), w.window_end_us
@@ -213,46 +211,25 @@ class LatencyExporter:
                         self.peak_hold_s,
                     )
 
-    def _hold(self, key: WindowKey, max_us: int, now: float) -> int:
-        """Hold a window's max for ``peak_hold_s`` (a sliding-window max: dominated maxima go);
-        the largest max the series holds now."""
-        held = self._held.setdefault(key, deque())
-        while held and held[-1][1] <= max_us:
-            held.pop()
-        if not held or held[-1][0] != now:  # else a larger max came with it and outlives it
-            held.append([now, max_us])
-            if len(held) == 1:
-                heapq.heappush(self._expiry, (now + self.peak_hold_s, next(self._ties), key))
-        return int(held[0][1])
-
-    def _expire_held(self, now: float) -> set[WindowKey]:
-        """Let go of the maxima held longer than ``peak_hold_s``: the series whose peak fell."""
-        fell = set()
-        while self._expiry and self._expiry[0][0] <= now:
-            due, _, key = heapq.heappop(self._expiry)
-            held = self._held.get(key)
-            if not held or held[0][0] + self.peak_hold_s != due:
-                continue  # the series left (TTL), or that max went before (a larger came)
-            while held and held[0][0] + self.peak_hold_s <= now:
-                held.popleft()
-            if held:
-                heapq.heappush(self._expiry, (held[0][0] + self.peak_hold_s, next(self._ties), key))
-            fell.add(key)
-        return fell
-
     def _render_peaks(self, keys: set[WindowKey]) -> None:
-        """Bring the peak lines of ``keys`` up to date (a changed one re-joins its resolution)."""
+        """Bring the held-peak lines of ``keys`` up to date (a change re-joins the resolution)."""
         for key in keys:
             latest = self._latest.get(key)
             if latest is None:
                 continue
-            held = self._held.get(key)
-            peak_us = max(latest.hist.max_us, int(held[0][1]) if held else 0)
+            peak = self._peak(key, exposition.window_values(latest, self.quantiles))
             lines = self._lines[key]
-            line = exposition.peak_line(key[1], key[0], peak_us)
-            if line != lines.peak:
-                self._lines[key] = dataclasses.replace(lines, peak=line)
+            held, held_quantiles = exposition.peak_lines(key[1], key[0], peak, self._quantile_texts)
+            if (held, held_quantiles) != (lines.peak, lines.quantile_peaks):
+                self._lines[key] = dataclasses.replace(
+                    lines, peak=held, quantile_peaks=held_quantiles
+                )
                 self._chunks.pop(key[0], None)
+
+    def _peak(self, key: WindowKey, latest: Values) -> Values:
+        """The held peak of a series, never below its latest window."""
+        held = self._peaks.peak(key)
+        return largest([held, latest]) if held is not None else latest
 
     def _admit(self, w: WindowHistogram) -> bool:
         """Whether the window's series is kept: known already, or new and under the cap."""
@@ -289,7 +266,7 @@ class LatencyExporter:
         for res, series in stale:
             del self._latest[(res, series)]
             del self._lines[(res, series)]
-            self._held.pop((res, series), None)
+            self._peaks.drop((res, series))
             self._order.pop(res, None)
             self._chunks.pop(res, None)
             self.series_evicted += 1

@@ -24,7 +24,12 @@ def gauge(metric: str, where: dict[str, str], values: str, **labels: str) -> dic
 
 def p999(where: dict[str, str], values: str, window: str = "1m") -> dict[str, str]:
     return gauge(
-        "nines_latency_seconds", where, values, kind="e2e", window=window, quantile="0.999"
+        "nines_latency_peak_quantile_seconds",
+        where,
+        values,
+        kind="e2e",
+        window=window,
+        quantile="0.999",
     )
 
 
@@ -77,7 +82,7 @@ def test_quantile_alert_fires_above_and_not_below(
                     # other resolutions, quantiles and single partitions are not the objective
                     p999(C2, "0.9x4", window="10s"),
                     gauge(
-                        "nines_latency_seconds",
+                        "nines_latency_peak_quantile_seconds",
                         C2,
                         "0.9x4",
                         kind="e2e",
@@ -85,7 +90,7 @@ def test_quantile_alert_fires_above_and_not_below(
                         quantile="0.99",
                     ),
                     series(
-                        "nines_latency_seconds",
+                        "nines_latency_peak_quantile_seconds",
                         {
                             **C2,
                             "partition": "3",
@@ -96,7 +101,7 @@ def test_quantile_alert_fires_above_and_not_below(
                         "0.9x4",
                     ),
                     gauge(
-                        "nines_latency_seconds",
+                        "nines_latency_peak_quantile_seconds",
                         C2,
                         "0.9x4",
                         kind="publish",
@@ -464,7 +469,7 @@ def test_rules_never_average_a_quantile(rules: dict[str, Any]) -> None:
     exprs = [r["expr"] for g in rules["groups"] for r in g["rules"]]
     assert not any("avg" in e for e in exprs)
     for expr in exprs:
-        if "nines_latency_seconds" in expr:
+        if "nines_latency_seconds" in expr or "quantile_seconds" in expr:
             assert "max by" in expr and "sum" not in expr, expr
 
 
@@ -573,18 +578,43 @@ def test_one_slow_broker_pages_with_its_id(rules: dict[str, Any], run_rule_tests
         [
             case(
                 [
-                    broker_gauge("nines_broker_latency_seconds", C1, "1", "0.004x4", **p),
                     broker_gauge(
-                        "nines_broker_latency_seconds", C1, "2", "0.004 0.3 3.1 0.004", **p
+                        "nines_broker_latency_peak_quantile_seconds", C1, "1", "0.004x4", **p
+                    ),
+                    broker_gauge(
+                        "nines_broker_latency_peak_quantile_seconds",
+                        C1,
+                        "2",
+                        "0.004 0.3 3.1 0.004",
+                        **p,
                     ),
                     broker_gauge("nines_broker_latency_peak_seconds", C1, "1", "0.01x4"),
                     broker_gauge("nines_broker_latency_peak_seconds", C1, "2", "0.02 0.4 3.2 0.02"),
                     # another resolution and quantile of broker 1 are not the objective
-                    broker_gauge("nines_broker_latency_seconds", C1, "1", "9x4", window="10s", **p),
-                    broker_gauge("nines_broker_latency_seconds", C1, "1", "9x4", quantile="0.99"),
+                    broker_gauge(
+                        "nines_broker_latency_peak_quantile_seconds",
+                        C1,
+                        "1",
+                        "9x4",
+                        window="10s",
+                        **p,
+                    ),
+                    broker_gauge(
+                        "nines_broker_latency_peak_quantile_seconds",
+                        C1,
+                        "1",
+                        "9x4",
+                        quantile="0.99",
+                    ),
                     *hiccup(C1, "0.002x4"),
                     # c2's broker 3 looks slow while c2's probe paused: suppressed
-                    broker_gauge("nines_broker_latency_seconds", C2, "3", "0.004 5 5 0.004", **p),
+                    broker_gauge(
+                        "nines_broker_latency_peak_quantile_seconds",
+                        C2,
+                        "3",
+                        "0.004 5 5 0.004",
+                        **p,
+                    ),
                     broker_gauge("nines_broker_latency_peak_seconds", C2, "3", "0.01 6 6 0.01"),
                     *hiccup(C2, "0.002 6 6 0.002"),
                 ],

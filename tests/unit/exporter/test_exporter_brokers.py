@@ -78,6 +78,8 @@ def test_broker_families_beside_unchanged_partition_series() -> None:
             "nines_latency_histogram_seconds metric name should not include type",
             'nines_latency_seconds non-summary metrics should not have "quantile" label',
             'nines_broker_latency_seconds non-summary metrics should not have "quantile" label',
+            'nines_latency_peak_quantile_seconds non-summary metrics should not have "quantile"',
+            'nines_broker_latency_peak_quantile_seconds non-summary metrics should not have "quan',
         )
         assert all(f.startswith(allowed) for f in findings), findings
 

@@ -118,14 +118,14 @@ def test_held_maxima_stay_bounded_by_the_batches_within_the_hold() -> None:
     for i in range(2_000):  # strictly falling maxima: none dominates another, all are held
         exp.update([window(10 * (i + 1), 100.0 - i * 0.04)])
         clock.now += 1
-    assert max(len(held) for held in exp._held.values()) <= 11
-    assert len(exp._expiry) <= 22
+    keys, most, due = exp._peaks.sizes()
+    assert (keys, most) == (1, 10) and due <= 2  # one entry per batch within the 10 s
     assert close_to(peak_and_max(exp)[0], 100.0 - 1_990 * 0.04)  # the oldest within the hold
     for i in range(2_000):  # rising maxima: each lets go of all held before it
         exp.update([window(10 * (i + 2_001), 1.0 + i * 0.04)])
         clock.now += 1
-    assert max(len(held) for held in exp._held.values()) == 1
-    assert len(exp._expiry) <= 22
+    keys, most, due = exp._peaks.sizes()
+    assert (keys, most) == (1, 10) and due <= 2  # one entry per batch within the 10 s
 
 
 def test_a_series_that_leaves_takes_its_peak_along() -> None:
@@ -137,7 +137,7 @@ def test_a_series_that_leaves_takes_its_peak_along() -> None:
     exp.update([gone, window(10, 0.1)])
     exp.update([window(40, 0.1)])  # "gone" has no window for 3 windows: it leaves
     assert 'topic="gone"' not in exp.exposition().decode()
-    assert all(key[1].topic != "gone" for key in exp._held)
+    assert exp._peaks.peak(("10s", gone.series)) is None
 
 
 def test_a_scraper_slower_than_the_hold_is_counted_and_warned_once(caplog) -> None:  # type: ignore[no-untyped-def]
@@ -181,3 +181,47 @@ def test_scrapers_kept_are_bounded() -> None:
     clock.now += 1_000
     exp.scraped("10.0.0.0")  # forgotten long ago: a first scrape again, no gap
     assert exp.scrape_gaps == 0
+
+
+def sized_window(end_s: int, base_us: int, slow_us: int, n: int = 2_000):  # type: ignore[no-untyped-def]
+    """A window of ``n`` samples whose slowest 1 % take ``slow_us``."""
+    values = [base_us] * (n - n // 100) + [slow_us] * (n // 100)
+    return WindowHistogram(
+        "10s", (end_s - 10) * S, end_s * S, SeriesKey("c", "t", ALL_PARTITIONS, "e2e"),
+        SparseHistogram.from_values(LAYOUT, values), 0,
+    )  # fmt: skip
+
+
+def test_a_burst_keeps_the_worst_windows_quantiles_each_from_its_own_histogram() -> None:
+    exp = LatencyExporter(finest_resolution="10s", clock=Clock())
+    exp.update([sized_window(10, 1_000, 900_000), sized_window(20, 1_000, 2_000)])
+    body = exp.exposition().decode()
+    by_quantile = {}
+    latest = {}
+    for fam in text_string_to_metric_families(body):
+        for s in fam.samples:
+            if s.name == "nines_latency_peak_quantile_seconds":
+                by_quantile[s.labels["quantile"]] = s.value
+            if s.name == "nines_latency_seconds":
+                latest[s.labels["quantile"]] = s.value
+    # 2,000 samples support p99.9 at most; the stall window's p99.9 is held, the latest's is not
+    assert set(by_quantile) == set(latest) == {"0.5", "0.9", "0.99", "0.999"}
+    assert close_to(by_quantile["0.999"], 0.9) and close_to(latest["0.999"], 0.002)
+    assert close_to(by_quantile["0.5"], 0.001)  # a quantile each window shares stays as it was
+
+
+def test_peak_hold_merges_one_arrival_and_lets_go_in_order() -> None:
+    from monitor.exporter.hold import PeakHold, largest
+
+    assert largest([(1, None, 3), (2, 5, None)]) == (2, 5, 3)
+    hold = PeakHold(hold_s=10)
+    hold.hold("k", (5, None), now=0)
+    hold.hold("k", (3, 7), now=0)  # the same batch: merged, one entry
+    hold.hold("k", (4, 1), now=6)
+    assert hold.peak("k") == (5, 7) and hold.sizes() == (1, 2, 1)
+    assert hold.expire(9.9) == set()
+    assert hold.expire(10) == {"k"} and hold.peak("k") == (4, 1)
+    hold.drop("k")
+    hold.hold("k", (1, 1), now=12)  # held anew: the old schedule (due 16) must not cut it short
+    assert hold.expire(16) == set() and hold.peak("k") == (1, 1)
+    assert hold.expire(22) == {"k"} and hold.peak("k") is None and hold.sizes() == (0, 0, 0)
