@@ -82,6 +82,15 @@ def _where(o: Objective) -> str:
     return "{{ $labels.cluster }}/{{ $labels.topic }}" + partition
 
 
+def _read(o: Objective, window: str, held: str, latest: str) -> tuple[str, str]:
+    """The family an objective's alert reads, and how its description names the window: the
+    held peak (``held``) of the topic's windows, which a window closing between two scrapes
+    cannot slip past; an objective on one partition has none, so its latest window (``latest``)."""
+    if o.partition is None:
+        return held, f"a {window} window closed lately"
+    return latest, f"the latest closed {window} window"
+
+
 def _hiccup_guard(sla: SlaConfig, o: Objective, window: str, *, over: str | None = None) -> str:
     """Clusters whose probe paused longer than the guard: their latency windows are suspect."""
     assert sla.probe_hiccup_max is not None
@@ -133,9 +142,7 @@ def _alert(
 
 
 def _latency_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
-    """A window's quantile above the threshold: the held peak of the topic's windows' quantiles
-    (each window's own, never averaged), which a window closing between two scrapes cannot slip
-    past (one partition has no held peak: its latest closed window's quantile)."""
+    """A window's quantile above the threshold (each window's own quantile, never averaged)."""
     assert o.quantile is not None and o.threshold is not None
     window = format_duration(o.window)
     qname = quantile_label(o.quantile)
@@ -145,11 +152,9 @@ def _latency_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
         "quantile": floatToGoString(o.quantile),
         **_series(o, merged_partition=True),
     }
-    held = o.partition is None
-    metric = "nines_latency_peak_quantile_seconds" if held else "nines_latency_seconds"
+    metric, which = _read(o, window, "nines_latency_peak_quantile_seconds", "nines_latency_seconds")
     expr = f"max by ({_by(o)}) ({_selector(metric, matchers)}) > {_num(o.threshold)}"
     limit = format_duration(o.threshold)
-    which = f"a {window} window closed lately" if held else f"the latest closed {window} window"
     return _alert(
         sla,
         o,
@@ -162,17 +167,13 @@ def _latency_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
 
 
 def _max_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
-    """The exact max of a window above the limit: the held peak of the topic's windows, which a
-    window closing between two scrapes cannot slip past (one partition has no held peak: its
-    latest closed window's max)."""
+    """The exact max of a window above the limit."""
     assert o.max is not None
     window = format_duration(o.window)
     matchers = {"kind": o.kind, "window": window, **_series(o, merged_partition=True)}
-    held = o.partition is None
-    series = _selector(f"nines_latency_{'peak' if held else 'max'}_seconds", matchers)
-    expr = f"max by ({_by(o)}) ({series}) > {_num(o.max)}"
+    metric, which = _read(o, window, "nines_latency_peak_seconds", "nines_latency_max_seconds")
+    expr = f"max by ({_by(o)}) ({_selector(metric, matchers)}) > {_num(o.max)}"
     limit = format_duration(o.max)
-    which = f"a {window} window closed lately" if held else f"the latest closed {window} window"
     return _alert(
         sla,
         o,

@@ -16,10 +16,13 @@ import heapq
 import itertools
 from collections import deque
 from collections.abc import Hashable, Sequence
+from typing import Generic, TypeVar
 
 #: One window's held values: the max, then each quantile (None where the window is too small
 #: for it).
 Values = tuple[int | None, ...]
+#: What a peak is held for (the exporter: a resolution and a series).
+K = TypeVar("K", bound=Hashable)
 
 
 def largest(rows: Sequence[Values]) -> Values:
@@ -27,22 +30,23 @@ def largest(rows: Sequence[Values]) -> Values:
     out: list[int | None] = list(rows[0])
     for row in rows[1:]:
         for i, v in enumerate(row):
-            if v is not None and (out[i] is None or v > out[i]):  # type: ignore[operator]
+            best = out[i]
+            if v is not None and (best is None or v > best):
                 out[i] = v
     return tuple(out)
 
 
-class PeakHold:
+class PeakHold(Generic[K]):
     """Per key, the values that arrived within ``hold_s``; ``expire`` says whose peak fell."""
 
     def __init__(self, hold_s: float) -> None:
         self.hold_s = hold_s
-        self._held: dict[Hashable, deque[tuple[float, Values]]] = {}
+        self._held: dict[K, deque[tuple[float, Values]]] = {}
         #: (when a key's oldest entry expires, tie-break, key)
-        self._due: list[tuple[float, int, Hashable]] = []
+        self._due: list[tuple[float, int, K]] = []
         self._ties = itertools.count()
 
-    def hold(self, key: Hashable, values: Values, now: float) -> None:
+    def hold(self, key: K, values: Values, now: float) -> None:
         """Hold one window's values from ``now``."""
         held = self._held.setdefault(key, deque())
         if held and held[-1][0] == now:
@@ -52,14 +56,14 @@ class PeakHold:
         if len(held) == 1:
             heapq.heappush(self._due, (now + self.hold_s, next(self._ties), key))
 
-    def peak(self, key: Hashable) -> Values | None:
+    def peak(self, key: K) -> Values | None:
         """The element-wise largest of the key's held values (None: nothing held)."""
         held = self._held.get(key)
         return largest([v for _, v in held]) if held else None
 
-    def expire(self, now: float) -> set[Hashable]:
+    def expire(self, now: float) -> set[K]:
         """Let go of entries held for ``hold_s``; the keys that lost one."""
-        fell = set()
+        fell: set[K] = set()
         while self._due and self._due[0][0] <= now:
             due, _, key = heapq.heappop(self._due)
             held = self._held.get(key)
@@ -74,7 +78,7 @@ class PeakHold:
             fell.add(key)
         return fell
 
-    def drop(self, key: Hashable) -> None:
+    def drop(self, key: K) -> None:
         """Forget a key (its series left)."""
         self._held.pop(key, None)
 

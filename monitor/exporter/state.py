@@ -9,8 +9,8 @@ followed by another before the next (a backlog after an outage closes many at on
 own window among them). So each series also holds a **peak** (``hold``): the largest max, and
 the largest of each quantile, of its windows that arrived in the last ``peak_hold_s``, never
 below the latest's. Every window's values are then exported for ``peak_hold_s``, longer than
-any scrape interval (Micrometer's max gauge holds its
-maximum over a rolling 2 minutes for the same reason). Peaks are held for the series alerts and
+any scrape interval (Micrometer's max gauge holds its maximum over a rolling 2 minutes for the
+same reason). Peaks are held for the series alerts and
 headline panels read (``partition="all"``: topics, brokers, the probes' hiccups), not per probe
 partition: at 10,000 partitions that would add a tenth to the scrape, near its 5 MB budget.
 """
@@ -130,7 +130,7 @@ class LatencyExporter:
         self.peak_hold_s = peak_hold_s
         self._clock = clock
         #: the held peaks of the ``partition="all"`` series (``hold``)
-        self._peaks = PeakHold(peak_hold_s)
+        self._peaks: PeakHold[WindowKey] = PeakHold(peak_hold_s)
         #: scraper address → when it last scraped (``scraped``), oldest first
         self._scrapers: OrderedDict[str, float] = OrderedDict()
         #: scrapes that came more than ``peak_hold_s`` after the same scraper's previous one
@@ -148,7 +148,7 @@ class LatencyExporter:
             now = self._clock()
             #: series whose peak line may be stale: a held max let go, or an older window's
             #: max held after the latest was rendered
-            stale: set[WindowKey] = self._peaks.expire(now)  # type: ignore[assignment]
+            stale = self._peaks.expire(now)
             for w in windows:
                 if not self._admit(w):
                     self.series_rejected += 1  # beyond max_series: counted, never silent
