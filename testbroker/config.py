@@ -19,10 +19,26 @@ _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 
 def parse_topic(spec: str) -> tuple[str, int]:
-    """``NAME:PARTITIONS`` as (name, partitions); ValueError says what is wrong."""
+    """``NAME:PARTITIONS[:RF]`` as (name, partitions); ValueError says what is wrong."""
+    name, partitions, _ = parse_topic_rf(spec)
+    return name, partitions
+
+
+def parse_topic_rf(spec: str) -> tuple[str, int, int | None]:
+    """``NAME:PARTITIONS[:RF]`` as (name, partitions, replication factor or None)."""
+    rf: int | None = None
+    parts = spec.split(":")
+    if len(parts) == 3:
+        try:
+            rf = int(parts[2])
+        except ValueError:
+            raise ValueError("replication factor must be an integer") from None
+        if not 1 <= rf <= MAX_BROKERS:
+            raise ValueError(f"replication factor must be 1..{MAX_BROKERS}")
+        spec = ":".join(parts[:2])
     name, sep, count = spec.rpartition(":")
     if not sep or not name:
-        raise ValueError("must be NAME:PARTITIONS")
+        raise ValueError("must be NAME:PARTITIONS[:RF]")
     if not _TOPIC_RE.match(name) or name in (".", ".."):
         raise ValueError("topic name must be 1-249 of [A-Za-z0-9._-]")
     try:
@@ -31,7 +47,7 @@ def parse_topic(spec: str) -> tuple[str, int]:
         raise ValueError("partitions must be an integer") from None
     if not 1 <= partitions <= MAX_PARTITIONS:
         raise ValueError(f"partitions must be 1..{MAX_PARTITIONS}")
-    return name, partitions
+    return name, partitions, rf
 
 
 def _check_topic(spec: str) -> str:
@@ -43,24 +59,33 @@ def _check_topic(spec: str) -> str:
 TopicSpec = Annotated[str, AfterValidator(_check_topic)]
 
 
-ENGINES = ("mock", "tansu")
+ENGINES = ("mock", "tansu", "kafka")
+#: Apache Kafka brokers are one JVM each: five fit this project's 2-core machines.
+MAX_KAFKA_BROKERS = 5
 
 
 class BrokerConfig(StageConfig):
     """The embedded test cluster: which engine, how many brokers, which topics, fixed port."""
 
-    engine: Literal["mock", "tansu"] = Field(
+    engine: Literal["mock", "tansu", "kafka"] = Field(
         default="mock",
         description="mock: librdkafka's mock cluster, every fault injectable; tansu: one real "
-        "Kafka-compatible broker (Tansu), stall/resume by signal only.",
+        "Kafka-compatible broker (Tansu), stall/resume by signal only; kafka: Apache Kafka "
+        "(KRaft, one JVM per broker), faults as real operations.",
     )
     brokers: int = Field(
         default=3, ge=1, le=MAX_BROKERS, description="Number of mock brokers (ids 1..N)."
     )
     topics: tuple[TopicSpec, ...] = Field(
         default=(),
-        description="Topics as NAME:PARTITIONS; empty means the defaults "
-        "(nines.probe with one partition per broker, nines.echoes with 2).",
+        description="Topics as NAME:PARTITIONS[:RF]; empty means the defaults "
+        "(nines.probe with one partition per broker, nines.echoes with 2). RF (kafka engine) "
+        "defaults to min(3, brokers).",
+    )
+    sasl: bool = Field(
+        default=False,
+        description="kafka engine: also a SASL_SSL listener (SCRAM-SHA-512), its CA, user and "
+        "password made at start (`nines broker ctl sasl` names the client config).",
     )
     port: int | None = Field(
         default=None,
@@ -82,8 +107,19 @@ class BrokerConfig(StageConfig):
     @classmethod
     def _engine_brokers(cls, value: int, info: ValidationInfo) -> int:
         """The tansu engine is a single broker; several need the mock."""
-        if info.data.get("engine") == "tansu" and value != 1:
+        engine = info.data.get("engine")
+        if engine == "tansu" and value != 1:
             raise ValueError("the tansu engine runs exactly 1 broker (use --engine mock for more)")
+        if engine == "kafka" and value > MAX_KAFKA_BROKERS:
+            raise ValueError(f"the kafka engine runs 1..{MAX_KAFKA_BROKERS} brokers (one JVM each)")
+        return value
+
+    @field_validator("sasl")
+    @classmethod
+    def _sasl_kafka(cls, value: bool, info: ValidationInfo) -> bool:
+        """Only Apache Kafka gets a SASL_SSL listener."""
+        if value and info.data.get("engine") != "kafka":
+            raise ValueError("a SASL_SSL listener needs --engine kafka")
         return value
 
     @field_validator("topics", mode="before")
@@ -113,6 +149,10 @@ class BrokerConfig(StageConfig):
 
     def topic_specs(self) -> list[tuple[str, int]]:
         """Topics to create, with the defaults filled in."""
+        return [(name, partitions) for name, partitions, _ in self.topic_specs_rf()]
+
+    def topic_specs_rf(self) -> list[tuple[str, int, int | None]]:
+        """Topics to create with their replication factor (None: the engine's default)."""
         if self.topics:
-            return [parse_topic(spec) for spec in self.topics]
-        return [(PROBE_TOPIC, self.brokers), (ECHO_TOPIC, ECHO_PARTITIONS)]
+            return [parse_topic_rf(spec) for spec in self.topics]
+        return [(PROBE_TOPIC, self.brokers, None), (ECHO_TOPIC, ECHO_PARTITIONS, None)]

@@ -6,6 +6,7 @@ client's threads and (in our trial) acked messages it never stored.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -33,15 +34,19 @@ class EmbeddedBroker:
     def __init__(
         self,
         brokers: int | None = None,
-        topics: Sequence[tuple[str, int]] | None = None,
+        topics: Sequence[tuple[str, int] | tuple[str, int, int]] | None = None,
         port: int | None = None,
         ready_timeout_s: float = 30.0,
-        engine: Literal["mock", "tansu"] = "mock",
+        engine: Literal["mock", "tansu", "kafka"] = "mock",
+        sasl: bool = False,
     ) -> None:
         self.engine = engine
         #: tansu is one real broker whose faults are signals only (rtt/down/up/leader raise)
-        self.faults = engine == "mock"
-        self.brokers = brokers if brokers is not None else (3 if engine == "mock" else 1)
+        self.faults = engine != "tansu"
+        self.brokers = brokers if brokers is not None else (1 if engine == "tansu" else 3)
+        self.sasl = sasl
+        if engine == "kafka" and ready_timeout_s < 180.0:
+            ready_timeout_s = 180.0  # JVMs formatting and starting on a loaded 2-core machine
         self.topics = list(topics) if topics is not None else None
         self.port = port
         self.ready_timeout_s = ready_timeout_s
@@ -57,8 +62,10 @@ class EmbeddedBroker:
         argv = [sys.executable, "-m", "monitor", "broker", "--brokers", str(self.brokers)]
         if self.engine != "mock":
             argv += ["--engine", self.engine]
-        for name, partitions in self.topics or ():
-            argv += ["--topic", f"{name}:{partitions}"]
+        for spec in self.topics or ():
+            argv += ["--topic", ":".join(str(part) for part in spec)]
+        if self.sasl:
+            argv.append("--sasl")
         if self.port is not None:
             argv += ["--port", str(self.port)]
         return [*argv, "--ready-file", str(self.ready_file)]
@@ -71,8 +78,13 @@ class EmbeddedBroker:
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         with self._stderr_path.open("wb") as err:
+            # its own process group, as a shell's job is: pause() stops the whole group
             self._proc = subprocess.Popen(
-                self.command(), stdout=subprocess.DEVNULL, stderr=err, env=env
+                self.command(),
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env=env,
+                start_new_session=True,
             )
         deadline = time.monotonic() + self.ready_timeout_s
         while not self.ready_file.exists():
@@ -94,11 +106,15 @@ class EmbeddedBroker:
         except OSError:
             return ""
 
-    def stop(self, timeout_s: float = 10.0) -> int | None:
+    def stop(self, timeout_s: float | None = None) -> int | None:
         """SIGTERM (after SIGCONT, in case it is paused); SIGKILL if it hangs. Returns exit code."""
         proc, self._proc = self._proc, None
         if proc is None:
             return None
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGCONT)  # a paused group (or one broker of it)
+        if timeout_s is None:
+            timeout_s = 90.0 if self.engine == "kafka" else 10.0
         code = end_process(proc, timeout_s)
         self.last_stderr = self.stderr()
         shutil.rmtree(self._dir, ignore_errors=True)
@@ -126,9 +142,13 @@ class EmbeddedBroker:
         """Process id of the broker (for signals)."""
         return self.info.pid
 
-    def ctl(self, *words: str) -> str:
+    def ctl(self, *words: str, timeout_s: float = 180.0) -> str:
         """Send one control command; return its data, raise ControlError on ``error: ...``."""
-        return send(self.info.control, *words)
+        return send(self.info.control, *words, timeout_s=timeout_s)
+
+    def broker_pid(self, broker: int) -> int:
+        """The process of one broker (``ctl pid``): SIGSTOP it to stall that broker alone."""
+        return int(self.ctl("pid", str(broker)))
 
     def rtt(self, broker: int, rtt_ms: int) -> None:
         """Delay every response of ``broker`` by ``rtt_ms`` (0 clears; mock engine only)."""
@@ -143,7 +163,7 @@ class EmbeddedBroker:
         self.ctl("up", str(broker))
 
     def add_broker(self) -> int:
-        """A broker joins the mock cluster (its partitions' replicas are re-placed); its id."""
+        """A broker joins (mock: its partitions' replicas are re-placed); its id."""
         broker = int(self.ctl("add-broker"))
         self.brokers = broker
         return broker
@@ -152,20 +172,36 @@ class EmbeddedBroker:
         """Move ``topic[partition]``'s leader to ``broker``."""
         self.ctl("leader", topic, str(partition), str(broker))
 
-    def create_topic(self, name: str, partitions: int) -> None:
-        """Create a topic with leaders spread over the brokers."""
-        self.ctl("create-topic", name, str(partitions))
+    def create_topic(self, name: str, partitions: int, replication: int | None = None) -> None:
+        """Create a topic with leaders spread over the brokers (an RF on Kafka only)."""
+        if replication is None:
+            self.ctl("create-topic", name, str(partitions))
+        else:
+            self.ctl("create-topic-rf", name, str(partitions), str(replication))
+
+    def sasl_client(self) -> tuple[str, Path]:
+        """Kafka ``--sasl``: the SASL_SSL bootstrap and the client config file naming it."""
+        bootstrap, path = self.ctl("sasl").split(" ", 1)
+        return bootstrap, Path(path)
 
     def pause(self) -> None:
         """SIGSTOP the whole cluster (the Ctrl+Z test): clients stall, nothing answers.
 
-        The ready file's pid is the process serving Kafka: ``nines broker`` itself for the
-        mock, the Tansu child for tansu."""
-        os.kill(self.pid, signal.SIGSTOP)
+        The signal goes to ``nines broker``'s process group, as a terminal's Ctrl+Z does:
+        the mock's one process, Tansu's child, every Kafka JVM."""
+        os.killpg(self.pid, signal.SIGSTOP)
 
     def resume(self) -> None:
-        """SIGCONT after :meth:`pause`."""
-        os.kill(self.pid, signal.SIGCONT)
+        """SIGCONT after :meth:`pause` (``fg``)."""
+        os.killpg(self.pid, signal.SIGCONT)
+
+    def pause_broker(self, broker: int) -> None:
+        """SIGSTOP one broker's process (Kafka: its JVM; the mock: all of them)."""
+        os.kill(self.broker_pid(broker), signal.SIGSTOP)
+
+    def resume_broker(self, broker: int, pid: int | None = None) -> None:
+        """SIGCONT one broker's process."""
+        os.kill(pid if pid is not None else self.broker_pid(broker), signal.SIGCONT)
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()

@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import socketserver
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
-from testbroker.config import BrokerConfig, parse_topic
+from testbroker.config import BrokerConfig, parse_topic, parse_topic_rf
 from testbroker.control import ReadyInfo, write_ready
+from testbroker.kraft import KafkaEngineError, KraftCluster
 from testbroker.mock import MockCluster, MockError
 from testbroker.tansu import TansuBroker, TansuError
 
@@ -102,7 +105,7 @@ class _CommandTable:
         try:
             with self._lock:
                 data = fn(words[1:])
-        except (MockError, TansuError, ValueError) as exc:
+        except (MockError, TansuError, KafkaEngineError, ValueError) as exc:
             return f"error: {exc}"
         return f"ok {data}" if data else "ok"
 
@@ -132,7 +135,14 @@ class Controller(_CommandTable):
             "leader": (3, lambda a: self._leader(a[0], int(a[1]), int(a[2]))),
             "create-topic": (2, lambda a: self._create(a[0], a[1])),
             "add-broker": (0, lambda a: self._add_broker(fixed_ports)),
+            # every mock broker lives in this one process: stopping it stalls them all
+            "pid": (1, lambda a: self._pid(int(a[0]))),
         }
+
+    def _pid(self, broker: int) -> str:
+        if not 1 <= broker <= self.cluster.brokers:
+            raise ValueError(f"no broker {broker} (brokers are 1..{self.cluster.brokers})")
+        return str(os.getpid())
 
     def _add_broker(self, fixed_ports: bool) -> str:
         if fixed_ports:
@@ -182,6 +192,7 @@ class TansuController(_CommandTable):
             "ping": (0, lambda a: ""),
             "bootstrap": (0, lambda a: broker.bootstrap),
             "create-topic": (2, lambda a: self._create(a[0], a[1])),
+            "pid": (1, lambda a: self._pid(int(a[0]))),
         }
         for name, (arity, what) in self.UNSUPPORTED.items():
             self._commands[name] = (arity, self._refuse(name, what))
@@ -196,6 +207,11 @@ class TansuController(_CommandTable):
 
         return refuse
 
+    def _pid(self, broker: int) -> str:
+        if broker != 1:
+            raise ValueError(f"no broker {broker} (the tansu engine is broker 1)")
+        return str(self.broker.pid)
+
     def _create(self, name: str, partitions: str) -> str:
         try:
             topic, count = parse_topic(f"{name}:{partitions}")
@@ -203,6 +219,54 @@ class TansuController(_CommandTable):
             raise ValueError(f"create-topic {name} {partitions}: {exc}") from None
         self.broker.create_topic(topic, count)
         self.topics[topic] = count
+        return ""
+
+
+class KafkaController(_CommandTable):
+    """Control commands for Apache Kafka: every fault a real operation on a real broker."""
+
+    def __init__(self, cluster: KraftCluster) -> None:
+        super().__init__()
+        self.cluster = cluster
+        self._commands = {
+            "ping": (0, lambda a: ""),
+            "bootstrap": (0, lambda a: cluster.bootstrap),
+            "sasl": (0, lambda a: self._sasl()),
+            "pid": (1, lambda a: str(cluster.node(int(a[0])).pid)),
+            "down": (1, lambda a: self._do(cluster.down, int(a[0]))),
+            "up": (1, lambda a: self._do(cluster.up, int(a[0]))),
+            "leader": (3, lambda a: self._do(cluster.move_leader, a[0], int(a[1]), int(a[2]))),
+            "create-topic": (2, lambda a: self._create(a[0], a[1])),
+            "create-topic-rf": (3, lambda a: self._create(a[0], a[1], a[2])),
+            "add-broker": (0, lambda a: str(cluster.add_broker())),
+            "rtt": (2, self._no_rtt),
+        }
+
+    @staticmethod
+    def _do(fn: Callable[..., None], *args: object) -> str:
+        fn(*args)
+        return ""
+
+    @staticmethod
+    def _no_rtt(args: list[str]) -> str:
+        raise ValueError(
+            "rtt: Apache Kafka has no response delay to set; stall a broker with "
+            "kill -STOP $(nines broker ctl ... pid ID), or use --engine mock"
+        )
+
+    def _sasl(self) -> str:
+        sasl = self.cluster.sasl
+        if sasl is None:
+            raise ValueError("sasl: this cluster has no SASL_SSL listener (start it with --sasl)")
+        return f"{self.cluster.sasl_bootstrap} {sasl.client_config}"
+
+    def _create(self, name: str, partitions: str, rf: str | None = None) -> str:
+        spec = f"{name}:{partitions}" + (f":{rf}" if rf is not None else "")
+        try:
+            topic, count, replication = parse_topic_rf(spec)
+        except ValueError as exc:
+            raise ValueError(f"create-topic {spec}: {exc}") from None
+        self.cluster.create_topic(topic, count, replication)
         return ""
 
 
@@ -278,6 +342,49 @@ def serve_tansu(
     return 0
 
 
+def serve_kafka(
+    cfg: BrokerConfig, ready_file: Path | None, wait: Callable[[Callable[[], bool]], object]
+) -> int:
+    """Run an Apache Kafka cluster until ``wait(alive)`` returns; 1 if a broker died unasked."""
+    from testbroker.kafka_jars import kafka_version, resolve
+
+    classpath = resolve()
+    home = Path(tempfile.mkdtemp(prefix="nines-kafka-"))
+    cluster = KraftCluster(classpath, cfg.brokers, home, sasl=cfg.sasl, port=cfg.port)
+    control: _ControlServer | None = None
+    try:
+        cluster.start()
+        for name, partitions, rf in cfg.topic_specs_rf():
+            cluster.create_topic(name, partitions, rf)
+        control = _start_control(KafkaController(cluster))
+        ctl_addr = control.server_address
+        # the pid line is this process's: its process group holds every broker JVM
+        info = ReadyInfo(cluster.bootstrap, (str(ctl_addr[0]), int(ctl_addr[1])), os.getpid())
+        if ready_file is not None:
+            write_ready(ready_file, info)
+        print(cluster.bootstrap, flush=True)
+        print(
+            f"nines broker: Apache Kafka {kafka_version()}, {cfg.brokers} broker(s) "
+            f"(logs under {home}), control {info.control[0]}:{info.control[1]}",
+            file=sys.stderr,
+            flush=True,
+        )
+        wait(cluster.alive)
+        if not cluster.alive():
+            print(f"nines broker: broker(s) {cluster.dead()} exited", file=sys.stderr, flush=True)
+            return 1
+    finally:
+        if control is not None:
+            control.shutdown()
+            control.server_close()
+        cluster.stop()
+        shutil.rmtree(home, ignore_errors=True)
+        if ready_file is not None:
+            with contextlib.suppress(OSError):
+                ready_file.unlink()
+    return 0
+
+
 def serve(cfg: BrokerConfig, ready_file: Path | None, wait: Callable[[], object]) -> int:
     """Run the cluster until ``wait()`` returns; print the bootstrap string once ready."""
     cluster = MockCluster(cfg.brokers)
@@ -332,13 +439,19 @@ def run_until_signalled(
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)
 
     def until_signal_or_death(alive: Callable[[], bool]) -> None:
-        while alive() and signal.sigtimedwait(signals, 0.2) is None:
-            pass
+        # sigtimedwait returns an empty siginfo (si_signo 0), not None, when a stop (Ctrl+Z,
+        # SIGSTOP) outlasted its timeout: only a signal we wait for ends the loop.
+        while alive():
+            got = signal.sigtimedwait(signals, 0.2)
+            if got is not None and got.si_signo in signals:
+                return
 
     try:
         if cfg.engine == "tansu":
             assert tansu_binary is not None
             return serve_tansu(cfg, ready_file, until_signal_or_death, tansu_binary)
+        if cfg.engine == "kafka":
+            return serve_kafka(cfg, ready_file, until_signal_or_death)
         return serve(cfg, ready_file, lambda: signal.sigwait(signals))
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)

