@@ -303,7 +303,7 @@ def _start_control(controller: _CommandTable) -> _ControlServer:
 def serve_tansu(
     cfg: BrokerConfig,
     ready_file: Path | None,
-    wait: Callable[[Callable[[], bool]], object],
+    wait: Callable[[Callable[[], bool]], bool],
     binary: Path,
 ) -> int:
     """Run Tansu as a child until ``wait(alive)`` returns; 1 if Tansu itself died."""
@@ -316,8 +316,8 @@ def serve_tansu(
             broker.create_topic(name, partitions)
         control = _start_control(TansuController(broker, topics))
         ctl_addr = control.server_address
-        # the pid line is Tansu's own: SIGSTOP on it stalls the broker, as with the mock
-        info = ReadyInfo(broker.bootstrap, (str(ctl_addr[0]), int(ctl_addr[1])), broker.pid)
+        # the pid line is this process's, as on every engine: its group holds Tansu
+        info = ReadyInfo(broker.bootstrap, (str(ctl_addr[0]), int(ctl_addr[1])), os.getpid())
         if ready_file is not None:
             write_ready(ready_file, info)
         print(broker.bootstrap, flush=True)
@@ -327,8 +327,7 @@ def serve_tansu(
             file=sys.stderr,
             flush=True,
         )
-        wait(lambda: broker.poll() is None)
-        if broker.poll() is not None:
+        if not wait(lambda: broker.poll() is None):
             print(f"nines broker: tansu exited with {broker.poll()}", file=sys.stderr, flush=True)
             return 1
     finally:
@@ -343,7 +342,7 @@ def serve_tansu(
 
 
 def serve_kafka(
-    cfg: BrokerConfig, ready_file: Path | None, wait: Callable[[Callable[[], bool]], object]
+    cfg: BrokerConfig, ready_file: Path | None, wait: Callable[[Callable[[], bool]], bool]
 ) -> int:
     """Run an Apache Kafka cluster until ``wait(alive)`` returns; 1 if a broker died unasked."""
     from testbroker.kafka_jars import kafka_version, resolve
@@ -369,8 +368,7 @@ def serve_kafka(
             file=sys.stderr,
             flush=True,
         )
-        wait(cluster.alive)
-        if not cluster.alive():
+        if not wait(cluster.alive):
             print(f"nines broker: broker(s) {cluster.dead()} exited", file=sys.stderr, flush=True)
             return 1
     finally:
@@ -438,13 +436,19 @@ def run_until_signalled(
     signals = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)
 
-    def until_signal_or_death(alive: Callable[[], bool]) -> None:
+    def signalled(timeout_s: float) -> bool:
         # sigtimedwait returns an empty siginfo (si_signo 0), not None, when a stop (Ctrl+Z,
-        # SIGSTOP) outlasted its timeout: only a signal we wait for ends the loop.
+        # SIGSTOP) outlasted its timeout: only a signal we wait for counts.
+        got = signal.sigtimedwait(signals, timeout_s)
+        return got is not None and got.si_signo in signals
+
+    def until_signal_or_death(alive: Callable[[], bool]) -> bool:
+        """True on SIGTERM/SIGINT; False if a child died unasked. Ctrl+C reaches the whole
+        group at once, so a child that ended with our own signal on its way is no death."""
         while alive():
-            got = signal.sigtimedwait(signals, 0.2)
-            if got is not None and got.si_signo in signals:
-                return
+            if signalled(0.2):
+                return True
+        return signalled(1.0)
 
     try:
         if cfg.engine == "tansu":

@@ -5,8 +5,10 @@ apart); ``fresh_broker`` is a cluster of its own for tests that inject faults. S
 ``NINES_BOOTSTRAP=host:9092`` to run against a real Kafka instead (fault tests skip then).
 
 ``tansu_broker`` / ``fresh_tansu_broker`` are the same on Tansu, a real Kafka-compatible
-broker (``nines broker --engine tansu``); ``any_broker`` runs a test on the mock and on Tansu.
-Without a Tansu binary those tests skip, except under ``CI=true``, where they fail.
+broker (``nines broker --engine tansu``); ``kafka_broker`` is Apache Kafka itself (``nines
+broker --engine kafka``: three KRaft brokers, one JVM each), shared by the whole session since
+a start costs about 20 s. ``any_broker`` runs a test on the mock, on Tansu and on Apache Kafka.
+Without a Tansu binary or Maven those tests skip, except under ``CI=true``, where they fail.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from kafka_cluster import (
 from real_components import pytest_runtest_makereport
 
 from testbroker import EmbeddedBroker
+from testbroker.kafka_jars import KafkaJarsError, resolve
 from testbroker.tansu import TansuError, find_binary
 
 #: The CI hook (a skip fails under CI=true) is registered by being a name of this conftest.
@@ -63,9 +66,36 @@ def require_tansu() -> None:
     try:
         find_binary()
     except TansuError as exc:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        if in_ci():
             pytest.fail(f"CI=true and no Tansu: {exc}")
         pytest.skip(str(exc))
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require_kafka() -> None:
+    """Skip without Apache Kafka's jars (Maven), but fail under CI, as for Tansu."""
+    try:
+        resolve()
+    except KafkaJarsError as exc:
+        if in_ci():
+            pytest.fail(f"CI=true and no Apache Kafka: {exc}")
+        pytest.skip(str(exc))
+
+
+#: The session's Apache Kafka: probe partitions led by brokers 1, 2, 3 in turn (RF 1, so a
+#: stalled broker stalls its own partitions only), echoes replicated as production runs them.
+KAFKA_TOPICS = [("nines.probe", 3, 1), ("nines.echoes", 2, 3)]
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Iterator[EmbeddedBroker]:
+    """Three Apache Kafka brokers for the session; tests keep apart by topic and probe id."""
+    require_kafka()
+    with EmbeddedBroker(engine="kafka", brokers=3, topics=KAFKA_TOPICS) as embedded:
+        yield embedded
 
 
 @pytest.fixture
@@ -92,17 +122,21 @@ def fresh_tansu_broker() -> Iterator[EmbeddedBroker]:
         yield embedded
 
 
-@pytest.fixture(params=["mock", "tansu"])
+SESSION_CLUSTERS = {"mock": "broker", "tansu": "tansu_broker", "kafka": "kafka_broker"}
+
+
+@pytest.fixture(params=list(SESSION_CLUSTERS))
 def any_broker(request: pytest.FixtureRequest) -> Cluster:
-    """The session cluster on each engine: the test runs once on the mock, once on Tansu."""
-    name = "broker" if request.param == "mock" else "tansu_broker"
-    cluster: Cluster = request.getfixturevalue(name)
+    """The session cluster on each engine: the mock, Tansu, Apache Kafka."""
+    cluster: Cluster = request.getfixturevalue(SESSION_CLUSTERS[request.param])
     return cluster
 
 
-@pytest.fixture(params=["mock", "tansu"])
+@pytest.fixture(params=["mock", "tansu", "kafka"])
 def any_fresh_broker(request: pytest.FixtureRequest) -> EmbeddedBroker:
-    """A private cluster on each engine, for tests that stall the whole broker."""
-    name = "fresh_broker" if request.param == "mock" else "fresh_tansu_broker"
-    cluster: EmbeddedBroker = request.getfixturevalue(name)
+    """A cluster a test may stall whole, on each engine. Apache Kafka's is the session's: a
+    stall of a few seconds (under the brokers' 9 s session timeout) leaves it as it was, and
+    a fresh one costs 20 s."""
+    names = {"mock": "fresh_broker", "tansu": "fresh_tansu_broker", "kafka": "kafka_broker"}
+    cluster: EmbeddedBroker = request.getfixturevalue(names[request.param])
     return cluster
