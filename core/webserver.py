@@ -186,6 +186,8 @@ class MetricsServer:
                 sock = self._tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
                 with self._open_lock:
                     self._open.add(sock)
+                    if self._closing.is_set():  # close() may have cut ``conn`` but not ``sock``
+                        return
                 sock.do_handshake()  # the timeout bounds the whole handshake's every read
             _Handler(sock, addr, self)  # type: ignore[arg-type]  # it needs no socketserver
         except (OSError, ValueError):  # timeouts, resets, TLS errors, a socket closed by close()
@@ -228,13 +230,13 @@ class MetricsServer:
     def close(self) -> None:
         """Stop accepting and cut every open connection; returns within about ``_POLL_S``."""
         self._closing.set()
+        self._thread.join(timeout=2 * _POLL_S + 1)  # no connection is added after this
+        self._listener.close()  # the kernel resets those still in the backlog
         with self._open_lock:
             conns = list(self._open)
         for conn in conns:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-        self._thread.join(timeout=2 * _POLL_S + 1)
-        self._listener.close()
 
     #: the socketserver spelling (the probe's agent stops its server with it)
     shutdown = close
