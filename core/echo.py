@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, Final, Literal, get_args
 
+from core.labels import MAX_LABEL_BYTES, too_long
+
 SCHEMA_VERSION: Final = 1
 #: Timestamps outside [2001-09-09, 2286-11-20] in microseconds are absurd, not data.
 MIN_EPOCH_US: Final = 1_000_000_000_000_000
@@ -44,6 +46,7 @@ BadReason = Literal[
     "bad_length",  # v2: the batch's size is not what its header says (truncated, or trailing)
     "bad_header",  # v2: reserved header bits or padding set
     "empty_batch",  # v2: a batch of no records
+    "label_too_long",  # probe, cluster or topic longer than core.labels.MAX_LABEL_BYTES
 ]
 #: The probed systems an echo may name; absent means ``kafka`` (echoes written before the field).
 System = Literal["kafka", "nats", "redis", "rabbitmq"]
@@ -202,6 +205,8 @@ def _str(obj: dict[str, Any], name: str) -> str:
             value.encode()
         except UnicodeEncodeError:
             raise BadEcho("not_utf8", name) from None
+    if too_long(name, value):  # a label value: bounded like the series count (core.labels)
+        raise BadEcho("label_too_long", f"{name} over {MAX_LABEL_BYTES[name]} bytes")
     return value
 
 

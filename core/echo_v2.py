@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Final, NamedTuple
 
 from core.echo import DEFAULT_SYSTEM, MAX_EPOCH_US, MIN_EPOCH_US, SYSTEMS, BadEcho, Echo, Hiccup
+from core.labels import MAX_LABEL_BYTES, too_long
 
 #: The first four bytes of every v2 batch. 0x92 is a UTF-8 continuation byte, so no JSON text
 #: (hence no v1 echo) can begin with it.
@@ -157,6 +158,18 @@ def read_header(value: bytes) -> BatchHeader:
     return BatchHeader(n, m, probe, cluster, topic, columns_at, SYSTEMS[system])
 
 
+def long_label(h: BatchHeader) -> str | None:
+    """The first of the batch's probe, cluster and topic longer than its limit (``core.labels``).
+
+    The header is sound, so its counts are trusted: every record of the batch is bad with
+    ``label_too_long``, each counted, rather than the batch as one.
+    """
+    for name, value in (("probe", h.probe), ("cluster", h.cluster), ("topic", h.topic)):
+        if too_long(name, value):
+            return name
+    return None
+
+
 def _check_echo(cols: dict[str, int], flags: int) -> str | None:
     """The first reason this echo is bad, in the order schema v1 checks its fields."""
     if flags & ~KNOWN_FLAGS:
@@ -199,14 +212,19 @@ def _check_hiccup(cols: dict[str, int]) -> str | None:
 def decode_batch(value: bytes) -> list[Echo | Hiccup | BadEcho]:
     """Every record of a v2 batch, echoes first, each valid or a ``BadEcho`` with its reason.
 
-    A batch whose header or size is wrong is one ``BadEcho`` (its records cannot be trusted);
-    otherwise a bad record is that record alone. Never raises on any bytes.
+    A batch whose header or size is wrong is one ``BadEcho`` (its records cannot be trusted); a
+    batch with too long a label is that many ``label_too_long``; otherwise a bad record is that
+    record alone. Never raises on any bytes.
     """
     try:
         h = read_header(value)
     except BadEcho as exc:
         return [exc]
     n, m = h.echoes, h.hiccups
+    label = long_label(h)
+    if label is not None:
+        why = f"{label} over {MAX_LABEL_BYTES[label]} bytes"
+        return [BadEcho("label_too_long", why) for _ in range(n + m)]
     ints = struct.unpack_from(f"<{n * len(ECHO_COLUMNS) + m * len(HICCUP_COLUMNS)}q", value,
                               h.columns_at)  # fmt: skip
     flags = value[h.columns_at + 8 * len(ints) :]

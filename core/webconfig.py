@@ -8,7 +8,9 @@ live here; each /metrics server applies them.
 from __future__ import annotations
 
 import base64
+import hashlib
 import hmac
+import re
 import ssl
 import threading
 from dataclasses import dataclass, field
@@ -33,6 +35,19 @@ TLS_VERSIONS = {
     "TLS12": ssl.TLSVersion.TLSv1_2,
     "TLS13": ssl.TLSVersion.TLSv1_3,
 }
+#: A bcrypt hash as htpasswd and exporter-toolkit write it: ``$2y$``, a cost of 04-31, then 22
+#: characters of salt and 31 of hash.
+BCRYPT_HASH = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}")
+#: bcrypt reads only a password's first 72 bytes (and bcrypt 5 refuses longer ones): a longer
+#: password is refused, never checked by its prefix, so knowing 72 bytes of it is not enough.
+MAX_PASSWORD_BYTES = 72
+#: bcrypt checks (~50-250 ms of CPU each) run at once; a flood of wrong guesses queues for these
+#: while a scrape with remembered credentials passes without one.
+MAX_BCRYPT_CHECKS = 2
+#: Seconds a request waits for a bcrypt check before it is answered 503 (busy).
+BCRYPT_WAIT_S = 2.0
+#: Verified credentials remembered (only ever successes: one per user in practice).
+MAX_REMEMBERED = 1024
 
 
 class TlsServerConfig(StageConfig):
@@ -61,9 +76,21 @@ class WebConfigModel(StageConfig):
     @field_validator("basic_auth_users")
     @classmethod
     def _bcrypt_hashes(cls, users: dict[str, str]) -> dict[str, str]:
+        """Every hash checked now, by bcrypt itself: a malformed one would raise on each scrape."""
+        import bcrypt
+
         for name, hashed in users.items():
-            if not hashed.startswith(("$2a$", "$2b$", "$2y$")):
-                raise ValueError(f"user {name!r}: the password must be a bcrypt hash ($2y$...)")
+            ok = BCRYPT_HASH.fullmatch(hashed) is not None
+            if ok:
+                try:
+                    bcrypt.checkpw(b"", hashed.encode())
+                except ValueError:
+                    ok = False
+            if not ok:
+                raise ValueError(
+                    f"user {name!r}: the password must be a bcrypt hash ($2y$, a cost of 04-31, "
+                    "then 53 characters; e.g. htpasswd -nBC 10 USER)"
+                )
         return users
 
 
@@ -73,8 +100,14 @@ class WebConfig:
 
     tls: TlsServerConfig | None = None
     users: dict[str, str] = field(default_factory=dict)
-    _verified: dict[tuple[str, str], bool] = field(default_factory=dict, compare=False, repr=False)
+    #: digests of (user, password, hash) that passed; failures are never remembered
+    _verified: set[bytes] = field(default_factory=set, compare=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
+    _checks: threading.BoundedSemaphore = field(
+        default_factory=lambda: threading.BoundedSemaphore(MAX_BCRYPT_CHECKS),
+        compare=False,
+        repr=False,
+    )
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The server-side TLS context the file asks for (None: plain HTTP)."""
@@ -83,10 +116,17 @@ class WebConfig:
         return server_ssl_context(self.tls)
 
     def authorized(self, header: str | None) -> bool:
-        """Whether an ``Authorization`` header passes (always, when no users are configured).
+        """Whether an ``Authorization`` header passes (always, when no users are configured)."""
+        return self.check(header) is True
+
+    def check(self, header: str | None) -> bool | None:
+        """Whether an ``Authorization`` header passes; None when no bcrypt check came free within
+        ``BCRYPT_WAIT_S`` (the server answers 503).
 
         bcrypt is slow on purpose (~50-250 ms a check); a scrape every few seconds must not pay
-        it each time, so a verified (user, password) pair is remembered, as exporter-toolkit does.
+        it each time, so a verified (user, password) is remembered, as exporter-toolkit does.
+        Only successes: remembered failures once filled the memory, and the real credential was
+        never remembered after 1,024 wrong guesses.
         """
         if not self.users:
             return True
@@ -94,17 +134,27 @@ class WebConfig:
         hashed = self.users.get(user or "")
         if user is None or password is None or hashed is None:
             return False
-        key = (user, password)
+        secret = password.encode(errors="surrogatepass")
+        if len(secret) > MAX_PASSWORD_BYTES:
+            return False
+        key = hashlib.sha256(b"\0".join([user.encode(errors="surrogatepass"), secret,
+                                          hashed.encode()])).digest()  # fmt: skip
         with self._lock:
-            known = self._verified.get(key)
-        if known is None:
+            if key in self._verified:
+                return True
+        if not self._checks.acquire(timeout=BCRYPT_WAIT_S):
+            return None
+        try:
             import bcrypt
 
-            known = bcrypt.checkpw(password.encode(), hashed.encode())
+            ok = bcrypt.checkpw(secret, hashed.encode())
+        finally:
+            self._checks.release()
+        if ok:
             with self._lock:
-                if len(self._verified) < 1024:  # bounded: wrong guesses must not grow memory
-                    self._verified[key] = known
-        return known
+                if len(self._verified) < MAX_REMEMBERED:
+                    self._verified.add(key)
+        return ok
 
 
 def parse_basic_auth(header: str | None) -> tuple[str | None, str | None]:
@@ -157,17 +207,3 @@ UNAUTHORIZED_HEADERS = [
     ("WWW-Authenticate", 'Basic realm="nines"'),
     ("Content-Type", "text/plain; charset=utf-8"),
 ]
-
-
-def guard_wsgi(app: Any, web: WebConfig | None) -> Any:
-    """A WSGI app that answers 401 unless the request carries a configured user's credentials."""
-    if web is None or not web.users:
-        return app
-
-    def guarded(environ: dict[str, Any], start_response: Any) -> Any:
-        if not web.authorized(environ.get("HTTP_AUTHORIZATION")):
-            start_response("401 Unauthorized", UNAUTHORIZED_HEADERS)
-            return [b"Unauthorized\n"]
-        return app(environ, start_response)
-
-    return guarded

@@ -8,7 +8,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from core.webconfig import WebConfig, guard_wsgi
+from core.webconfig import WebConfig
+from core.webserver import MetricsServer
 
 _COUNTERS = (
     ("sent", "Messages handed to the producer."),
@@ -98,29 +99,14 @@ def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
 
 def serve(
     snapshot: Callable[[], dict[str, Any]], host: str, port: int, web: WebConfig | None = None
-) -> Any:
-    """Serve /metrics from a registry of its own; the server (``shutdown()`` stops it).
+) -> MetricsServer:
+    """Serve /metrics from a registry of its own; the server (``close()`` stops it).
 
-    With a web config (``--web-config-file``), over TLS and/or behind basic auth, as a
-    Prometheus exporter would be; prometheus_client's own server has no basic auth, so its WSGI
-    app is served behind the guard.
+    The exporter's server (``core.webserver``: timeouts, bounded renderers, TLS off the accept
+    thread), with the web config's TLS and basic auth, rendering the registry per scrape.
     """
-    import threading
-    from wsgiref.simple_server import WSGIRequestHandler, make_server
-
-    from prometheus_client import CollectorRegistry, make_wsgi_app
-    from prometheus_client.exposition import ThreadingWSGIServer
-
-    class Quiet(WSGIRequestHandler):
-        def log_message(self, *args: object) -> None:  # scrapes are not log lines
-            pass
+    from prometheus_client import CollectorRegistry, generate_latest
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ProbeCollector(snapshot))
-    app = guard_wsgi(make_wsgi_app(registry), web)
-    server = make_server(host, port, app, ThreadingWSGIServer, handler_class=Quiet)
-    ctx = web.ssl_context() if web is not None else None
-    if ctx is not None:
-        server.socket = ctx.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, name="nines-metrics", daemon=True).start()
-    return server
+    return MetricsServer(lambda: generate_latest(registry), host, port, web)

@@ -41,8 +41,10 @@ from core.echo_v2 import (
     KNOWN_FLAGS,
     LOST,
     MAGIC,
+    long_label,
     read_header,
 )
+from core.labels import MAX_LABEL_BYTES
 
 #: What the parser hands on: one row per record; ``rtype`` is echo, hiccup or bad.
 PARSED_SCHEMA = pa.schema(
@@ -83,6 +85,11 @@ def _time_ok(col: pa.ChunkedArray) -> pa.ChunkedArray:
     return pc.and_(pc.greater_equal(col, MIN_EPOCH_US), pc.less_equal(col, MAX_EPOCH_US))
 
 
+def _short(col: pa.ChunkedArray, field: str) -> pa.ChunkedArray:
+    """No longer than the field's label limit (UTF-8 bytes); a longer one goes to the reference."""
+    return pc.less_equal(pc.binary_length(col), MAX_LABEL_BYTES[field])
+
+
 def _fast_ok(t: pa.Table) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
     """(is_echo_ok, is_hiccup_ok): rows that certainly pass every check."""
     nonneg = lambda name: pc.fill_null(pc.greater_equal(t[name], 0), False)  # noqa: E731
@@ -93,7 +100,7 @@ def _fast_ok(t: pa.Table) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
     echo = pc.and_(v_ok, pc.equal(kind, "echo"))
     echo = pc.and_(echo, pc.is_valid(lost))
     for name in ("probe", "cluster", "topic"):
-        echo = pc.and_(echo, pc.is_valid(t[name]))
+        echo = pc.and_(echo, pc.fill_null(_short(t[name], name), False))
     for name in ("partition", "seq", "size"):
         echo = pc.and_(echo, nonneg(name))
     echo = pc.and_(echo, pc.fill_null(pc.greater_equal(t["leader"], -1), False))
@@ -111,7 +118,7 @@ def _fast_ok(t: pa.Table) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
     echo = pc.and_(echo, needs)
     hic = pc.and_(v_ok, pc.equal(kind, "hiccup"))
     for name in ("probe", "cluster"):
-        hic = pc.and_(hic, pc.is_valid(t[name]))
+        hic = pc.and_(hic, pc.fill_null(_short(t[name], name), False))
     for name in ("max_us", "total_us", "count"):
         hic = pc.and_(hic, nonneg(name))
     for name in ("start_us", "end_us"):
@@ -352,6 +359,10 @@ def _parse_v2(values: Sequence[bytes]) -> tuple[pa.RecordBatch, npt.NDArray[np.i
         clusters.append(h.cluster)
         topics.append(h.topic)
         systems.append(h.system)
+        if long_label(h) is not None:  # every record of the batch is bad, each one counted
+            bad_src.extend([k] * (h.echoes + h.hiccups))
+            bad_reason.extend(["label_too_long"] * (h.echoes + h.hiccups))
+            continue
         n, m = n_echo[k], n_hic[k] = h.echoes, h.hiccups
         ints = np.frombuffer(value, "<i8", n * ne + m * nh, h.columns_at)
         echo_parts.append(ints[: n * ne].reshape(ne, n))

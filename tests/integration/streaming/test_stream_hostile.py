@@ -62,6 +62,8 @@ def hostile_shapes(now_us: int) -> list[tuple[str, bytes | None]]:
         ("not_json", b"{not json"),
         ("version", b'{"v": 9}'),
         ("too_large", good + b" " * MAX_ECHO_BYTES),
+        ("label_too_long", good.replace(b'"c"', b'"' + b"c" * 4096 + b'"')),  # a 4 KiB cluster
+        ("label_too_long", good.replace(b'"nines.probe"', b'"' + b"t" * 250 + b'"')),
         # a probe host whose clock runs a year ahead: schema-valid, but it must not move time
         ("future", echo(1, now_us + YEAR_US)),
     ]
