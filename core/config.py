@@ -185,7 +185,7 @@ def error_line(model: type[BaseModel], err: Any, prefix: str = "") -> str:
     shown = ""
     if loc and err["type"] != "missing" and not isinstance(got, BaseModel):
         text = describe(got)  # a mapping or list is named, never quoted (a section holds secrets)
-        if text not in msg and repr(got) not in msg:
+        if redact_text(text) not in redact_text(msg) and repr(got) not in msg:
             shown = f" (got {text})"
     return redact_text(f"{where}: {msg}{shown}")
 

@@ -94,9 +94,7 @@ def is_secret_key(key: object) -> bool:
 def redact_mapping(value: Any) -> Any:
     """A copy of ``value`` with secret-named keys' values hidden at any depth, strings redacted."""
     if isinstance(value, Mapping):
-        return {
-            k: REDACTED if is_secret_key(k) else redact_mapping(v) for k, v in value.items()
-        }
+        return {k: REDACTED if is_secret_key(k) else redact_mapping(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return type(value)(redact_mapping(v) for v in value)
     if isinstance(value, str):
@@ -116,7 +114,7 @@ class RedactingRecord(logging.LogRecord):
         if self.stack_info:
             self.stack_info = redact_text(self.stack_info)
 
-    def getMessage(self) -> str:  # noqa: N802 (logging's name)
+    def getMessage(self) -> str:
         """The formatted message, redacted."""
         return redact_text(super().getMessage())
 

@@ -66,7 +66,9 @@ def _scalar(value: object, what: str, example: str) -> str | float:
         return value
     if isinstance(value, int | float) and not isinstance(value, bool):
         if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"not a {what}: {describe(value)} (must be finite; use e.g. {example})")
+            raise ValueError(
+                f"not a {what}: {describe(value)} (must be finite; use e.g. {example})"
+            )
         if abs(value) > MAX_NUMBER:
             raise ValueError(f"not a {what}: out of range (use e.g. {example})")
         return float(value)
@@ -93,7 +95,9 @@ def parse_duration_s(text: object) -> float:
     if value < 0:
         raise ValueError(f"duration must not be negative: {describe(text)}")
     if not value <= MAX_DURATION_S:  # also catches a string of digits too long to be finite
-        raise ValueError(f"must be at most {format_duration(MAX_DURATION_S)} (got {describe(text)})")
+        raise ValueError(
+            f"must be at most {format_duration(MAX_DURATION_S)} (got {describe(text)})"
+        )
     return value
 
 
@@ -114,7 +118,9 @@ def parse_size_bytes(text: object) -> int:
             raise ValueError(f"not a size: {describe(text)} (use e.g. {SIZE_EXAMPLE})")
         value = float(m.group(1)) * _SIZE_UNITS[m.group(2)]
         if not value <= MAX_NUMBER:
-            raise ValueError(f"not a size: {describe(text)} is out of range (use e.g. {SIZE_EXAMPLE})")
+            raise ValueError(
+                f"not a size: {describe(text)} is out of range (use e.g. {SIZE_EXAMPLE})"
+            )
     elif not value.is_integer():
         raise ValueError(f"not a size: {describe(text)} is not a whole number of bytes")
     if value < 0:

@@ -153,7 +153,6 @@ class ProbeConfig(StageConfig):
     def _label(cls, v: str) -> str:
         return label(v)
 
-
     @field_validator("size", mode="before")
     @classmethod
     def _size(cls, v: Any) -> int:
