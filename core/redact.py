@@ -9,7 +9,7 @@ demo's screen. What it hides:
 - URL credentials of any scheme: ``amqp://user:<redacted>@host`` (the user and host stay: they
   name the fix), a token with no user (``nats://<redacted>@host``), passwords that hold ``@`` or
   ``:`` (everything up to the last ``@`` of the authority is user info), and a scheme-less
-  ``user:password@host:port`` (a Kafka bootstrap written with credentials);
+  ``user:password@host`` (a Kafka bootstrap written with credentials);
 - the value of every secret-named key (:data:`SECRET_KEY`: ``sasl.password``, ``password``,
   ``token``, ``ssl.key.password``, ``basic_auth_users`` ...) written as ``'key': value``,
   ``"key": value`` or ``key=value``, at any depth of a dict's repr or JSON;
@@ -42,8 +42,8 @@ _KEY_CHARS = r"[\w.\-]*"
 _SECRET_KEY_TEXT = rf"{_KEY_CHARS}(?:{SECRET_KEY.pattern}){_KEY_CHARS}"
 #: ``scheme://USERINFO@``: USERINFO runs to the last ``@`` before whitespace or a quote.
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][\w+.\-]*://)([^\s'\"<>`]*)@")
-#: ``user:PASSWORD@host:port`` without a scheme (a Kafka bootstrap written with credentials).
-_BARE_USERINFO = re.compile(r"(?<![\w/:@.\-])([\w.+%\-]+):(?!//)([^\s'\"<>`]*)@(?=[\w.\-]+:\d)")
+#: ``user:PASSWORD@host`` without a scheme (a Kafka bootstrap written with credentials).
+_BARE_USERINFO = re.compile(r"(?<![\w/:@.\-])([\w.+%\-]+):(?!//)([^\s'\"<>`]*)@(?=[\w\[])")
 #: A quoted secret-named key and its value: ``'sasl.password': 'x'``, ``"token": 5``,
 #: ``'basic_auth_users': {...}``.
 _QUOTED_KEY_VALUE = re.compile(
@@ -64,8 +64,10 @@ _WHOLE_DOCUMENT = re.compile(r"\(got \{.*\}\)|input_value=\{.*?\}(?=, input_type
 
 
 def _userinfo(match: re.Match[str]) -> str:
-    user, sep, _ = match.group(2).partition(":")
-    return f"{match.group(1)}{user}:{REDACTED}@" if sep else f"{match.group(1)}{REDACTED}@"
+    user, _, password = match.group(2).partition(":")
+    if user and password:  # user:password; anything else (a token, ``token:``) is all secret
+        return f"{match.group(1)}{user}:{REDACTED}@"
+    return f"{match.group(1)}{REDACTED}@"
 
 
 def _hide_value(match: re.Match[str]) -> str:
