@@ -12,7 +12,9 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from core.config import ConfigError, redact
+from core.config import ConfigError
+from core.redact import install as install_redaction
+from core.redact import redact_text
 from monitor import __version__
 
 #: Modules that register subcommands, in the order they appear in ``nines --help``.
@@ -32,7 +34,7 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse, but a bad flag is one line naming it (as every other bad input), exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, redact_text(f"{self.prog}: error: {message} (see {self.prog} --help)\n"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,8 +68,19 @@ def client_error_text(exc: BaseException) -> str:
     return str(err.str()) if hasattr(err, "str") else str(err)
 
 
+def print_error(command: str, text: str) -> None:
+    """The one line a command prints for bad input (through the redactor, as every line is)."""
+    line = " ".join(f"nines {command}: error: {text}".split("\n"))
+    print(redact_text(line), file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: parse, dispatch, and turn bad input into one line and exit status 2."""
+    """Entry point: parse, dispatch, and turn bad input into one line and exit status 2.
+
+    Every log record, warning and uncaught traceback of the process is redacted from here on
+    (``core.redact.install``), whatever the stage configures afterwards.
+    """
+    install_redaction()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -76,15 +89,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ConfigError as exc:
-        print(f"nines {args.command}: error: {redact(str(exc))}", file=sys.stderr)
+        print_error(args.command, str(exc))
         return 2
     except Exception as exc:
         if not is_client_config_error(exc):
             raise
         # librdkafka refused a setting: the user's input, so one line and exit 2, values hidden
-        print(
-            f"nines {args.command}: error: kafka: {redact(client_error_text(exc))}", file=sys.stderr
-        )
+        print_error(args.command, f"kafka: {client_error_text(exc)}")
         return 2
     except KeyboardInterrupt:
         return 130

@@ -307,7 +307,9 @@ class _Output:
         self.console = Console(width=140) if plain else Console()
 
     def line(self, text: str) -> None:
-        self.console.print(text, highlight=False)
+        from core.redact import redact_text
+
+        self.console.print(redact_text(text), highlight=False)
 
     @contextlib.contextmanager
     def live(self) -> Iterator[object]:

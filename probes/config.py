@@ -11,7 +11,9 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from core.config import (
     StageConfig,
+    kafka_bootstrap,
     kafka_topic_name,
+    label,
     redact_url,
     resolve_secret,
     resolve_secrets,
@@ -31,6 +33,10 @@ MAX_TOTAL_RATE = 20_000.0
 SCHEMES: dict[str, str] = {"nats": "nats", "redis": "redis", "amqp": "rabbitmq"}
 #: Messages a non-Kafka transport holds for its client thread: ``rate × loss_timeout``, within.
 MIN_SEND_QUEUE, MAX_SEND_QUEUE = 10_000, 1_000_000
+#: librdkafka's ``message.timeout.ms`` is a signed 32-bit count of ms; the probe producer's is
+#: ``loss_timeout`` + this (a lost message is declared by us, before librdkafka gives up).
+DELIVERY_MARGIN_MS = 5000
+MAX_LOSS_TIMEOUT_S = (2**31 - 1 - DELIVERY_MARGIN_MS) // 1000
 
 
 def system_of(bootstrap: str) -> str:
@@ -107,7 +113,9 @@ class ProbeConfig(StageConfig):
         # where ``ps`` shows it to every user of the host (resolved before the scheme decides)
         if isinstance(v, str) and v.startswith(("env:", "file:")):
             v = resolve_secret(v)
-        return _check_url(v) if isinstance(v, str) and "://" in v else v
+        if isinstance(v, str) and "://" in v:
+            return _check_url(v)
+        return kafka_bootstrap(v) if isinstance(v, str) else v
 
     @property
     def system(self) -> str:
@@ -132,8 +140,18 @@ class ProbeConfig(StageConfig):
 
     @field_validator("topic", "echo_topic")
     @classmethod
-    def _topic(cls, v: str) -> str:
-        return kafka_topic_name(v)
+    def _topic(cls, v: str, info: ValidationInfo) -> str:
+        kafka_topic_name(v)
+        if info.field_name == "echo_topic" and v == info.data.get("topic"):
+            raise ValueError(
+                f"must differ from topic ({v}): echo records would be read back as probe messages"
+            )
+        return v
+
+    @field_validator("cluster", "probe_id")
+    @classmethod
+    def _label(cls, v: str) -> str:
+        return label(v)
 
     @field_validator("size", mode="before")
     @classmethod
@@ -147,10 +165,15 @@ class ProbeConfig(StageConfig):
         "loss_timeout", "hiccup_interval", "shutdown_timeout", "manage_interval", mode="before"
     )
     @classmethod
-    def _duration(cls, v: Any) -> float:
+    def _duration(cls, v: Any, info: ValidationInfo) -> float:
         seconds = parse_duration_s(v)
         if seconds <= 0:
             raise ValueError("must be > 0")
+        if info.field_name == "loss_timeout" and seconds > MAX_LOSS_TIMEOUT_S:
+            raise ValueError(
+                f"must be at most {MAX_LOSS_TIMEOUT_S:,}s (about 24d): librdkafka's "
+                "message.timeout.ms, which is loss_timeout + 5s, holds at most 2^31-1 ms"
+            )
         return seconds
 
     @field_validator("duration", mode="before")
@@ -206,7 +229,7 @@ class ProbeConfig(StageConfig):
             )
         if v is not None and "://" in v:
             raise ValueError("must be a Kafka host:port list: echo records go to Kafka")
-        return v
+        return v if v is None else kafka_bootstrap(v)
 
     @field_validator("nats_jetstream", "redis_streams")
     @classmethod
@@ -246,7 +269,7 @@ class ProbeConfig(StageConfig):
         producer = {
             "linger.ms": 0,
             "acks": "all",
-            "message.timeout.ms": int(self.loss_timeout * 1000) + 5000,
+            "message.timeout.ms": int(self.loss_timeout * 1000) + DELIVERY_MARGIN_MS,
             **user,
             "bootstrap.servers": self.bootstrap,
             "queue.buffering.max.messages": queue,

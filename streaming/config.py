@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from core.config import StageConfig, kafka_topic_name, tcp_port
+from core.config import StageConfig, kafka_bootstrap, kafka_topic_name, tcp_port
 from core.hdr import HdrLayout, LayoutError
 from core.units import parse_duration_s
 from core.windows import DEFAULT_WINDOWS, WindowSpec
@@ -17,6 +17,8 @@ SPARK_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|(spark|k8s|mes
 #: Distinct (cluster, topic, partition) series: 10,000 probe partitions plus their topics' merged
 #: series and the probes' own (hiccup) rows, with 20 % headroom (the exporter's default too).
 DEFAULT_MAX_SERIES = 12_000
+#: Spark's processing-time trigger counts whole milliseconds: less would become 0 (no pause).
+MIN_TRIGGER_S = 0.001
 
 
 class StreamConfig(StageConfig):
@@ -62,6 +64,12 @@ class StreamConfig(StageConfig):
     @field_validator("windows", mode="before")
     @classmethod
     def _windows(cls, v: Any) -> tuple[str, ...]:
+        if isinstance(v, list | tuple):
+            if not all(isinstance(w, str | int | float) for w in v):
+                raise ValueError("must be a list of durations, e.g. [10s, 1m, 1h]")
+            return WindowSpec.from_names([str(w) for w in v]).names
+        if not isinstance(v, str):
+            raise ValueError("must be a list of durations, e.g. [10s, 1m, 1h]")
         return WindowSpec.from_names(v).names
 
     @field_validator("source", mode="before")
@@ -81,10 +89,22 @@ class StreamConfig(StageConfig):
             raise ValueError("must be > 0")
         return seconds
 
+    @field_validator("trigger")
+    @classmethod
+    def _trigger(cls, v: float) -> float:
+        if v < MIN_TRIGGER_S:
+            raise ValueError("must be at least 1ms (Spark's trigger counts whole milliseconds)")
+        return v
+
     @field_validator("echo_topic")
     @classmethod
     def _topic(cls, v: str) -> str:
         return kafka_topic_name(v)
+
+    @field_validator("bootstrap")
+    @classmethod
+    def _bootstrap(cls, v: str) -> str:
+        return kafka_bootstrap(v)
 
     @field_validator("master")
     @classmethod

@@ -40,7 +40,7 @@ def test_real_cli_exits_2_before_starting_anything(args: list[str], message: str
 BAD = [
     (["--rate", "0"], "rate: must be > 0"),
     (["--rate", "fast"], "rate: not a rate: 'fast'"),
-    (["--rate", "nan"], "rate: must be a finite number"),
+    (["--rate", "nan"], "rate: not a rate: 'nan' (must be finite"),
     (["--rate", "7000"], "rate: 7000/s × 3 partitions = 21000/s exceeds"),
     (["--duration=-1s"], "duration: not a duration: '-1s'"),
     (["--window", "7s"], "window: 7s and the 1m windows"),
