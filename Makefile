@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # The stamp names the dependency spec and this checkout's path: an editable install points here.
 STAMP := $(VENV)/.nines-installed-$(shell (cat pyproject.toml; echo $(CURDIR)) | sha1sum | cut -c1-12)
 
-.PHONY: demo test lint bench soak dashboards setup system-test-deps clean
+.PHONY: demo test lint bench soak dashboards setup system-test-deps kafka-jars clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,7 +17,8 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 ## Test-only system packages: real Prometheus, promtool and Alertmanager for the e2e tests;
-## nats-server, redis-server and rabbitmq-server for the probe's transport tests.
+## Maven for Apache Kafka's jars; nats-server, redis-server and rabbitmq-server for the probe's
+## transport tests.
 ## Under CI (CI=true) a failed install fails the run: the tests they back must never skip there.
 system-test-deps:
 	@if ! command -v promtool >/dev/null || ! command -v prometheus-alertmanager >/dev/null; then \
@@ -28,6 +29,14 @@ system-test-deps:
 	  elif [ "$$CI" = true ]; then echo "error: CI needs prometheus and prometheus-alertmanager (run as root)"; exit 1; \
 	  else echo "warning: not root; install prometheus and prometheus-alertmanager for the e2e tests"; fi; \
 	fi
+	@if ! command -v mvn >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null) \
+	      || { if [ "$$CI" = true ]; then echo "error: could not install maven (CI needs Apache Kafka's jars)"; exit 1; \
+	           else echo "warning: could not install maven; the Apache Kafka tests will be skipped"; fi; }; \
+	  elif [ "$$CI" = true ]; then echo "error: CI needs maven (run as root)"; exit 1; \
+	  else echo "warning: not root; install maven for the Apache Kafka tests"; fi; \
+	fi
 	@if ! command -v nats-server >/dev/null || ! command -v redis-server >/dev/null || ! command -v rabbitmq-server >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server redis-server rabbitmq-server >/dev/null) \
@@ -37,10 +46,16 @@ system-test-deps:
 	  else echo "warning: not root; install nats-server, redis-server and rabbitmq-server for the probe transport tests"; fi; \
 	fi
 
+## Apache Kafka for the tests and benches (`nines broker --engine kafka`): the release pinned in
+## testbroker/kafka/pom.xml, resolved once with Maven into ~/.m2 (the classpath is cached under
+## ~/.cache/nines; later runs take 0.3 s). Maven is installed with the test packages when root.
+kafka-jars: setup
+	$(PY) -m testbroker.kafka_jars
+
 demo: setup
 	$(VENV)/bin/nines demo $(DEMO_ARGS)
 
-test: setup system-test-deps
+test: setup system-test-deps kafka-jars
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup
@@ -48,7 +63,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy core probes streaming monitor dashboards testbroker kafkautil
 
-bench: setup system-test-deps
+bench: setup system-test-deps kafka-jars
 	$(PY) -m bench.run
 
 ## Hours-long probe soak (memory, CPU, every echo); SOAK_HOURS=2 by default. Then `make bench`

@@ -91,10 +91,16 @@ def consumer(bootstrap: str, **conf: Any) -> Consumer:
 _SEQ = itertools.count()
 
 
-def unique_topic(cluster: Cluster, partitions: int = 1, prefix: str = "t") -> str:
-    """Create a topic whose name no other test uses; return its name."""
+def unique_topic(
+    cluster: Cluster, partitions: int = 1, prefix: str = "t", replication: int | None = None
+) -> str:
+    """Create a topic whose name no other test uses; return its name. A ``replication``
+    factor needs a cluster that takes one (Apache Kafka's ``EmbeddedBroker``)."""
     name = f"{prefix}.{os.getpid()}.{next(_SEQ)}.{uuid.uuid4().hex[:6]}"
-    cluster.create_topic(name, partitions)
+    if replication is None:
+        cluster.create_topic(name, partitions)
+    else:
+        cluster.create_topic(name, partitions, replication)  # type: ignore[call-arg]
     return name
 
 

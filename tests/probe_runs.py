@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def records_of(
-    bootstrap: str, probe_id: str, timeout_s: float = 20
+    bootstrap: str, probe_id: str, timeout_s: float = 20, topic: str = "nines.echoes"
 ) -> tuple[list[Echo], list[Hiccup]]:
     """Every record of one probe on the echo topic, read to its end: nothing is missed or
     collapsed, so duplicates show. Call it after the probe has stopped (and flushed).
@@ -41,13 +41,13 @@ def records_of(
     from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
     c = consumer(bootstrap, **{"enable.partition.eof": True})
-    parts = sorted(c.list_topics("nines.echoes", timeout=10).topics["nines.echoes"].partitions)
+    parts = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
     todo = {}
     for p in parts:
-        low, high = c.get_watermark_offsets(TopicPartition("nines.echoes", p), timeout=10)
+        low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
         if high > low:
             todo[p] = high
-    c.assign([TopicPartition("nines.echoes", p, OFFSET_BEGINNING) for p in todo])
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
     echoes: list[Echo] = []
     hiccups: list[Hiccup] = []
     deadline = time.monotonic() + timeout_s
