@@ -269,6 +269,8 @@ class ProbeConfig(StageConfig):
         producer = {
             "linger.ms": 0,
             "acks": "all",
+            # retries through a leader change neither duplicate nor reorder probe messages
+            "enable.idempotence": True,
             "message.timeout.ms": int(self.loss_timeout * 1000) + DELIVERY_MARGIN_MS,
             **user,
             "bootstrap.servers": self.bootstrap,
@@ -281,6 +283,9 @@ class ProbeConfig(StageConfig):
             **user,
             "bootstrap.servers": self.echo_bootstrap or self.bootstrap,
             "queue.buffering.max.messages": self.echo_buffer,
+            # one echo per message: a retry after a leader change or a broker restart must not
+            # write an echo twice (the stream would count it twice)
+            "enable.idempotence": True,
         }
         consumer = {
             # Real Kafka answers a fetch as soon as a byte arrives; this only bounds how long an

@@ -207,8 +207,8 @@ class KafkaNode:
         self.sasl = sasl
         self.log_path = home / "broker.log"
         self.proc: subprocess.Popen[bytes] | None = None
-        #: Down on purpose (``ctl down``): its death is not a failure.
-        self.down = False
+        #: Not running on purpose (not started yet, or ``ctl down``): its absence is no failure.
+        self.down = True
 
     @property
     def bootstrap(self) -> str:

@@ -85,6 +85,12 @@ def require_kafka() -> None:
         pytest.skip(str(exc))
 
 
+@pytest.fixture
+def require_kafka_jars() -> None:
+    """For tests that start an Apache Kafka cluster of their own."""
+    require_kafka()
+
+
 #: The session's Apache Kafka: probe partitions led by brokers 1, 2, 3 in turn (RF 1, so a
 #: stalled broker stalls its own partitions only), echoes replicated as production runs them.
 KAFKA_TOPICS = [("nines.probe", 3, 1), ("nines.echoes", 2, 3)]

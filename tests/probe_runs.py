@@ -148,7 +148,11 @@ def assert_one_echo_per_message(echoes: list[Echo], partitions: int) -> dict[int
     for p in range(partitions):
         seqs = sorted(e.seq for e in echoes if e.partition == p)
         assert seqs, f"partition {p} was not probed"
-        assert seqs == list(range(len(seqs))), f"partition {p}: gaps or duplicate echoes"
+        if seqs != list(range(len(seqs))):
+            dups = sorted({q for q in seqs if seqs.count(q) > 1})
+            gaps = sorted(set(range(seqs[-1] + 1)) - set(seqs))
+            raise AssertionError(f"partition {p}: duplicate echoes {dups[:10]} ({len(dups)}), "
+                                 f"gaps {gaps[:10]} ({len(gaps)})")  # fmt: skip
         n[p] = len(seqs)
     assert len(echoes) == sum(n.values())
     return n
