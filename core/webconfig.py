@@ -34,6 +34,10 @@ TLS_VERSIONS = {
     "TLS13": ssl.TLSVersion.TLSv1_3,
 }
 
+#: The readiness route of both /metrics servers: it renders nothing and is served without basic
+#: auth (a kubelet probe cannot send credentials without writing them into the pod spec).
+READY_PATH = "/-/ready"
+
 
 class TlsServerConfig(StageConfig):
     """``tls_server_config``: the server certificate, and optionally client certificates."""

@@ -8,7 +8,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from core.webconfig import WebConfig, guard_wsgi
+from core.webconfig import READY_PATH, WebConfig, guard_wsgi
 
 _COUNTERS = (
     ("sent", "Messages handed to the producer."),
@@ -117,7 +117,14 @@ def serve(
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ProbeCollector(snapshot))
-    app = guard_wsgi(make_wsgi_app(registry), web)
+    guarded = guard_wsgi(make_wsgi_app(registry), web)
+
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        if environ.get("PATH_INFO") == READY_PATH:  # readiness: nothing rendered, no auth
+            start_response("200 OK", [("Content-Length", "6")])
+            return [b"ready\n"]
+        return guarded(environ, start_response)
+
     server = make_server(host, port, app, ThreadingWSGIServer, handler_class=Quiet)
     ctx = web.ssl_context() if web is not None else None
     if ctx is not None:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from core.webconfig import UNAUTHORIZED_HEADERS, WebConfig
+from core.webconfig import READY_PATH, UNAUTHORIZED_HEADERS, WebConfig
 from monitor.exporter.exposition import CONTENT_TYPE
 
 #: zlib level of gzipped scrapes. At 10,000 probe partitions (70 MB of text) level 1 sends
@@ -39,6 +39,12 @@ class MetricsServer:
     ) -> None:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                if self.path == READY_PATH:
+                    self.send_response(200)
+                    self.send_header("Content-Length", "6")
+                    self.end_headers()
+                    self.wfile.write(b"ready\n")
+                    return
                 if web is not None and not web.authorized(self.headers.get("Authorization")):
                     self.send_response(401)
                     for name, value in UNAUTHORIZED_HEADERS:
