@@ -18,6 +18,7 @@ from core.config import (
     tcp_port,
 )
 from core.echo_v2 import MAX_BATCH_ECHOES
+from core.kafka_conf import PROBE_PINNED, check_pinned
 from core.units import parse_duration_s, parse_rate, parse_size_bytes
 
 #: Bytes of the probe header inside every payload (see probes.payload).
@@ -134,6 +135,11 @@ class ProbeConfig(StageConfig):
     @classmethod
     def _topic(cls, v: str) -> str:
         return kafka_topic_name(v)
+
+    @field_validator("kafka")
+    @classmethod
+    def _kafka(cls, v: dict[str, str]) -> dict[str, str]:
+        return check_pinned(v, PROBE_PINNED)  # what the probe relies on is not tuning
 
     @field_validator("size", mode="before")
     @classmethod
