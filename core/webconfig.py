@@ -49,6 +49,10 @@ BCRYPT_WAIT_S = 2.0
 #: Verified credentials remembered (only ever successes: one per user in practice).
 MAX_REMEMBERED = 1024
 
+#: The readiness route of both /metrics servers: it renders nothing and is served without basic
+#: auth (a kubelet probe cannot send credentials without writing them into the pod spec).
+READY_PATH = "/-/ready"
+
 
 class TlsServerConfig(StageConfig):
     """``tls_server_config``: the server certificate, and optionally client certificates."""

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from core.webconfig import UNAUTHORIZED_HEADERS, WebConfig
+from core.webconfig import READY_PATH, UNAUTHORIZED_HEADERS, WebConfig
 
 #: zlib level of gzipped scrapes. At 10,000 probe partitions (70 MB of text) level 1 sends
 #: 5.2 MB in 0.21 s of CPU, level 4 4.5 MB in 0.37 s, level 6 4.0 MB in 0.74 s: level 4 keeps the
@@ -61,7 +61,7 @@ RENDER_WAIT_S = 2.0
 #: The ``Retry-After`` of a 503, in seconds.
 RETRY_AFTER_S = 1
 #: Paths answered ``OK`` without a render: liveness and readiness probes.
-HEALTH_PATHS = frozenset({"/-/healthy", "/-/ready"})
+HEALTH_PATHS = frozenset({"/-/healthy", READY_PATH})
 #: Seconds between the accept loop's looks at ``close()``.
 _POLL_S = 0.2
 

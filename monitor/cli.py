@@ -74,20 +74,46 @@ def print_error(command: str, text: str) -> None:
     print(redact_text(line), file=sys.stderr)
 
 
+def stop_quietly(_signum: int, _frame: object) -> None:
+    """SIGTERM or SIGINT before a command took the signals over: a clean stop, exit 0."""
+    raise SystemExit(0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, dispatch, and turn bad input into one line and exit status 2.
 
     Every log record, warning and uncaught traceback of the process is redacted from here on
     (``core.redact.install``), whatever the stage configures afterwards.
     """
+    import signal
+    import threading
+
     install_redaction()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    before = {}
+    if threading.current_thread() is threading.main_thread():
+        # until a long-running command installs its own (probe, stream, broker, demo), a signal
+        # ends the start-up quietly: exit 0, no traceback, whatever it was doing
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            before[sig] = signal.signal(sig, stop_quietly)
+    try:
+        return _dispatch(args)
+    finally:
+        for sig, handler in before.items():  # a caller in-process gets its own back
+            if handler is not None:
+                signal.signal(sig, handler)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the command; bad input becomes one line and exit status 2."""
     try:
         return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 0
     except ConfigError as exc:
         print_error(args.command, str(exc))
         return 2
@@ -97,8 +123,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # librdkafka refused a setting: the user's input, so one line and exit 2, values hidden
         print_error(args.command, f"kafka: {client_error_text(exc)}")
         return 2
-    except KeyboardInterrupt:
-        return 130
 
 
 if __name__ == "__main__":

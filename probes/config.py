@@ -20,6 +20,7 @@ from core.config import (
     tcp_port,
 )
 from core.echo_v2 import MAX_BATCH_ECHOES
+from core.kafka_conf import PROBE_PINNED, check_pinned
 from core.units import parse_duration_s, parse_rate, parse_size_bytes
 
 #: Bytes of the probe header inside every payload (see probes.payload).
@@ -153,6 +154,11 @@ class ProbeConfig(StageConfig):
     def _label(cls, v: str) -> str:
         return label(v)
 
+    @field_validator("kafka")
+    @classmethod
+    def _kafka(cls, v: dict[str, str]) -> dict[str, str]:
+        return check_pinned(v, PROBE_PINNED)  # what the probe relies on is not tuning
+
     @field_validator("size", mode="before")
     @classmethod
     def _size(cls, v: Any) -> int:
@@ -269,8 +275,6 @@ class ProbeConfig(StageConfig):
         producer = {
             "linger.ms": 0,
             "acks": "all",
-            # retries through a leader change neither duplicate nor reorder probe messages
-            "enable.idempotence": True,
             "message.timeout.ms": int(self.loss_timeout * 1000) + DELIVERY_MARGIN_MS,
             **user,
             "bootstrap.servers": self.bootstrap,
@@ -284,9 +288,14 @@ class ProbeConfig(StageConfig):
             "bootstrap.servers": self.echo_bootstrap or self.bootstrap,
             "queue.buffering.max.messages": self.echo_buffer,
             # one echo per message: a retry after a leader change or a broker restart must not
-            # write an echo twice (the stream would count it twice)
+            # write an echo twice (the stream would count it twice); idempotence needs acks=all
+            "acks": "all",
             "enable.idempotence": True,
         }
+        # with acks=all (the default), retries through a leader change neither duplicate nor
+        # reorder probe messages; a user's acks=1 or 0 turns that off, as librdkafka requires
+        if str(producer["acks"]).lower() in ("all", "-1") and "enable.idempotence" not in user:
+            producer["enable.idempotence"] = True
         consumer = {
             # Real Kafka answers a fetch as soon as a byte arrives; this only bounds how long an
             # idle fetch is held. (The embedded test broker holds it the whole time, which adds

@@ -6,6 +6,7 @@ Topic metadata comes from :mod:`kafkautil`, shared with the stream job's pre-fli
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,32 @@ REFRESH_TIMEOUT_S = 1.0
 ADMIN_TIMEOUT_S = 10.0
 SURVEY_TIMEOUT_S = 2.0
 
+#: Where librdkafka's own lines go: the probe's Python log, at DEBUG. Its default writes them
+#: to stderr, about 100 lines (one per reconnect, per client) before a probe pointed at a closed
+#: port gives its one-line error; what they say the probe reports itself (that error, its
+#: send errors, loss and the NinesProbeSendErrors alert).
+LIBRDKAFKA_LOGGER = "nines.probe.librdkafka"
+
+
+class LibrdkafkaLog:
+    """confluent-kafka's ``logger``: librdkafka's lines into :data:`LIBRDKAFKA_LOGGER` at DEBUG.
+
+    confluent-kafka serves them from the client's ``poll``; a client closed before its next
+    poll (a failed start) drops them, never printing them.
+    """
+
+    def __init__(self) -> None:
+        self._log = logging.getLogger(LIBRDKAFKA_LOGGER)
+
+    def log(self, _level: int, fmt: str, *args: object) -> None:
+        """A librdkafka line (``_level`` is its syslog level, mapped by confluent-kafka)."""
+        self._log.debug(fmt, *args)
+
+
+def quiet(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` with librdkafka's lines routed to the probe's log instead of stderr."""
+    return {**settings, "logger": LibrdkafkaLog()}
+
 
 class KafkaTransport:
     """Probe messages through one producer (acks served by ``serve_reports``) and one consumer."""
@@ -33,7 +60,7 @@ class KafkaTransport:
 
         self.topic, self.bootstrap = config.topic, config.bootstrap
         self._clients = config.clients()
-        self._producer: Any = Producer(self._clients["producer"])
+        self._producer: Any = Producer(quiet(self._clients["producer"]))
         self._consumer: Any = None
 
     def discover(self) -> Layout:
@@ -56,7 +83,7 @@ class KafkaTransport:
         """Assign ``partitions`` at their high watermarks (no group, no commits)."""
         from confluent_kafka import Consumer
 
-        self._consumer = Consumer(self._clients["consumer"])
+        self._consumer = Consumer(quiet(self._clients["consumer"]))
         self._consumer.assign(self._starts(partitions))
 
     def add_receiver(self, partitions: list[int]) -> None:
@@ -114,7 +141,7 @@ def echo_producer(config: ProbeConfig) -> Any:
     """The echo topic's producer (its buffer bounded by ``echo_buffer``)."""
     from confluent_kafka import Producer
 
-    return Producer(config.clients()["echo_producer"])
+    return Producer(quiet(config.clients()["echo_producer"]))
 
 
 def topic_admins(config: ProbeConfig) -> tuple[TopicAdmin, TopicAdmin]:
@@ -123,11 +150,13 @@ def topic_admins(config: ProbeConfig) -> tuple[TopicAdmin, TopicAdmin]:
 
     user = config.client_settings()
     probed = TopicAdmin(
-        {**user, "bootstrap.servers": config.bootstrap}, ADMIN_TIMEOUT_S, SURVEY_TIMEOUT_S
+        quiet({**user, "bootstrap.servers": config.bootstrap}), ADMIN_TIMEOUT_S, SURVEY_TIMEOUT_S
     )
     if (config.echo_bootstrap or config.bootstrap) == config.bootstrap:
         return probed, probed
     echo = TopicAdmin(
-        {**user, "bootstrap.servers": config.echo_bootstrap}, ADMIN_TIMEOUT_S, SURVEY_TIMEOUT_S
+        quiet({**user, "bootstrap.servers": config.echo_bootstrap}),
+        ADMIN_TIMEOUT_S,
+        SURVEY_TIMEOUT_S,
     )
     return probed, echo

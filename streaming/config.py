@@ -9,6 +9,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from core.config import StageConfig, kafka_bootstrap, kafka_topic_name, tcp_port
 from core.hdr import HdrLayout, LayoutError
+from core.kafka_conf import STREAM_PINNED, check_pinned
 from core.units import parse_duration_s
 from core.windows import DEFAULT_WINDOWS, WindowSpec
 
@@ -105,6 +106,11 @@ class StreamConfig(StageConfig):
     @classmethod
     def _bootstrap(cls, v: str) -> str:
         return kafka_bootstrap(v)
+
+    @field_validator("kafka")
+    @classmethod
+    def _kafka(cls, v: dict[str, str]) -> dict[str, str]:
+        return check_pinned(v, STREAM_PINNED)  # what the source relies on is not tuning
 
     @field_validator("master")
     @classmethod

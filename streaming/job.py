@@ -8,12 +8,14 @@ checkpoint, a killed job restarts exactly where Spark's logs say.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -33,9 +35,53 @@ STATE_STORES = {
     "memory": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
 }
 
+#: On SIGTERM/SIGINT, how long ``StreamJob.stop`` lets an in-flight micro-batch finish before
+#: abandoning it (a restart replays an abandoned batch from the checkpoint, exactly once). Under
+#: Kubernetes' default grace period of 30 s, which also covers the exporter's shutdown.
+STOP_GRACE_S = 20.0
+
 BatchCallback = Callable[[int, list[WindowHistogram], StreamCounters], None]
 #: spark → a streaming DataFrame of partial histograms (``streaming.combine.PARTIAL_SCHEMA``).
 SourceFactory = Callable[[Any], Any]
+
+
+@contextlib.contextmanager
+def _signals_stay_ours() -> Iterator[None]:
+    """Launch the Spark JVM with SIGTERM ignored, as PySpark already does for SIGINT, and keep
+    this process's SIGTERM and SIGINT handlers (PySpark's SparkContext replaces SIGINT's).
+
+    A SIGTERM sent to the whole process group (a terminal, ``timeout``, an init that signals the
+    group) would otherwise reach the JVM too: its shutdown hook stops the SparkContext under the
+    running query, and stopping the query then logs Java stack traces ("Cannot call methods on
+    a stopped SparkContext"). A signal ignored at exec stays ignored, and the JVM installs no
+    shutdown handler for it: the Python side stops the query first, and the JVM ends with it.
+    Only the main thread may change handlers; elsewhere they are left alone.
+    """
+    import pyspark.java_gateway as gateway
+
+    launch = gateway.Popen
+
+    def popen(*args: Any, **kwargs: Any) -> Any:
+        before = kwargs.get("preexec_fn")
+
+        def preexec() -> None:
+            if before is not None:
+                before()
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+        return launch(*args, **{**kwargs, "preexec_fn": preexec})
+
+    ours = {}
+    if threading.current_thread() is threading.main_thread():
+        ours = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    gateway.Popen = popen  # type: ignore[assignment,misc]
+    try:
+        yield
+    finally:
+        gateway.Popen = launch  # type: ignore[misc]
+        for sig, handler in ours.items():
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 def spark_session(config: StreamConfig) -> Any:
@@ -50,7 +96,16 @@ def spark_session(config: StreamConfig) -> Any:
     builder = SparkSession.builder
     if config.master:  # empty: spark-submit (e.g. the Spark Operator) chose the master
         builder = builder.master(config.master)
-    spark = (
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per callback connection
+    with _signals_stay_ours():
+        spark = _build_session(builder, config)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _build_session(builder: Any, config: StreamConfig) -> Any:
+    """``builder``'s session (the JVM starts here unless one runs already)."""
+    return (
         builder.appName("nines-stream")
         .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
         .config("spark.ui.enabled", "false")
@@ -61,8 +116,6 @@ def spark_session(config: StreamConfig) -> Any:
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 def read_echoes(spark: Any, config: StreamConfig, checkpoint: str) -> Any:
@@ -192,10 +245,31 @@ class StreamJob:
         """Wait for the query to end."""
         return bool(self.query.awaitTermination(timeout_s))
 
-    def stop(self) -> None:
-        """Stop the query."""
-        if self.query is not None:
-            try:
-                self.query.stop()
-            except Exception:
-                log.exception("stopping the query")
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop the query, letting an in-flight micro-batch finish within ``grace_s``.
+
+        A batch still running then is abandoned: its offsets are in the checkpoint's log but not
+        its commit, so a restart replays it (its archive file is rewritten, not added).
+        """
+        if self.query is None:
+            return
+        try:
+            deadline = time.monotonic() + grace_s
+            while (
+                self.query.isActive
+                and self.query.status.get("isTriggerActive")
+                and time.monotonic() < deadline
+            ):
+                time.sleep(0.05)
+            if self.query.isActive and self.query.status.get("isTriggerActive"):
+                log.warning(
+                    "stopping: the micro-batch in flight did not finish within %gs; "
+                    "it is abandoned, and a restart replays it",
+                    grace_s,
+                )
+            self.query.stop()
+        except Exception as exc:  # the JVM went first (killed, or its own shutdown): nothing left
+            log.warning(
+                "stopping the query: %s",
+                str(exc).strip().splitlines()[0] if str(exc) else type(exc).__name__,
+            )

@@ -23,7 +23,8 @@ BURN_RATE_WINDOWS: tuple[tuple[float, str, str, str], ...] = (
     (0.10, "3d", "6h", "ticket"),
 )
 
-#: Window over which the pipeline counters (late, bad, vanished echoes) must not grow.
+#: Window over which the pipeline counters (late, bad, vanished, dropped echoes, send errors,
+#: refused series) must not grow.
 PIPELINE_RANGE = "10m"
 
 RECORDING_GROUP = "nines-slo-recording"
@@ -400,6 +401,52 @@ def _pipeline_alerts(sla: SlaConfig) -> list[dict[str, Any]]:
             "echo records counted and skipped",
             "{{ $value | humanize }} echo records skipped ({{ $labels.reason }}): malformed, "
             "from a clock ahead, or beyond the series cap (series_cap).",
+        ),
+        rule(
+            "NinesLatencyOverflow",
+            "sum by (cluster, topic, kind) "
+            f"(increase(nines_latency_overflow_total[{PIPELINE_RANGE}])) > 0",
+            "ticket",
+            "latency samples above the histogram's highest trackable value",
+            "{{ $value | humanize }} {{ $labels.kind }} samples on {{ $labels.cluster }}/"
+            "{{ $labels.topic }} exceeded the histogram's highest trackable value: counted, "
+            "but in no bucket or quantile.",
+        ),
+        rule(
+            "NinesSeriesRefused",
+            f"sum by (job, instance) (increase(nines_series_rejected_total[{PIPELINE_RANGE}])) > 0",
+            "ticket",
+            "the exporter refused new series at its max_series cap",
+            "{{ $value | humanize }} closed windows of new series were refused by "
+            "{{ $labels.instance }}: echoes from an unexpected source, or max_series too small.",
+        ),
+        rule(
+            "NinesProbeEchoesDropped",
+            "sum by (job, instance) "
+            f"(increase(nines_probe_echo_dropped_total[{PIPELINE_RANGE}])) > 0",
+            "ticket",
+            "the probe dropped echo records: its bounded echo buffer was full",
+            "{{ $value | humanize }} echo records were dropped by the probe {{ $labels.instance }} "
+            "because the echo cluster did not keep up: the stream job never saw those "
+            "measurements, so the latency tail is thinner than measured.",
+        ),
+        rule(
+            "NinesProbeSendErrors",
+            "sum by (cluster, topic, error) "
+            f"(increase(nines_probe_send_errors_total[{PIPELINE_RANGE}])) > 0",
+            "ticket",
+            "probe messages failed to be produced",
+            "{{ $value | humanize }} probe messages to {{ $labels.cluster }}/{{ $labels.topic }} "
+            "failed to be produced ({{ $labels.error }}): they were never measured.",
+        ),
+        rule(
+            "NinesProbeArrivalsDropped",
+            "sum by (job, instance) "
+            f"(increase(nines_probe_arrivals_dropped_total[{PIPELINE_RANGE}])) > 0",
+            "ticket",
+            "probe messages came back but were dropped before the tracker saw them",
+            "{{ $value | humanize }} probe messages came back to {{ $labels.instance }} but its "
+            "bounded arrival queue was full (NATS): they are counted lost, not measured.",
         ),
         rule(
             "NinesScrapeGaps",

@@ -118,7 +118,7 @@ LISTED: list[tuple[str, tuple[str, ...], str | bytes | None, str]] = [
     ("stream", ("--echo-topic", "a/b"), None, "stream.echo_topic: must be a Kafka topic name: 1-249 of A-Z a-z 0-9 . _ - (got 'a/b')"),
     ("stream", ("--master", "local[0]"), None, "stream.master: must be local, local[N], local[*], local[N,F], spark://…, k8s://…, yarn, or empty (spark-submit chooses) (got 'local[0]')"),
     ("stream", (), "stream:\n  highest: 0\n", "stream.highest: must be > 0"),
-    ("broker", ("--topic", "noparts"), None, "broker.topics.0: must be NAME:PARTITIONS (got 'noparts')"),
+    ("broker", ("--topic", "noparts"), None, "broker.topics.0: must be NAME:PARTITIONS[:RF] (got 'noparts')"),
     ("demo", ("--hiccup", "5s"), None, "hiccup: expected DURATION@OFFSET like 5s@30s (got '5s')"),
     ("demo", ("--window", "7s"), None, "window: 7s and the 1m windows the demo also shows must divide one another; use e.g. 5s, 10s, 30s or 5m (got '7s')"),
     ("demo", ("--sla", "/no/such.yaml"), None, "sla: no such file '/no/such.yaml'"),

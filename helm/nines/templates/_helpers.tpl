@@ -120,3 +120,41 @@ tolerations: {{- toYaml . | nindent 2 }}
 affinity: {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/* Where webConfig's Secret is mounted (every /metrics server). */}}
+{{- define "nines.webPath" -}}/etc/nines/web{{- end -}}
+
+{{/* The readiness probe of a /metrics server: /-/ready renders nothing and needs no credentials,
+so a big scrape or basic auth never takes the pod out of its Service. */}}
+{{- define "nines.readiness" -}}
+httpGet: {path: /-/ready, port: metrics, scheme: {{ .Values.webConfig.scheme }}}
+{{- end -}}
+
+{{/* The web_config_file line of a config file, with webConfig set. */}}
+{{- define "nines.webConfigFile" -}}
+{{- with .Values.webConfig.secretName }}
+web_config_file: {{ printf "%s/%s" (include "nines.webPath" $) $.Values.webConfig.key | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* A bootstrap value: credentials only through secretEnv. A URL with user:password@ or token@
+would land in a ConfigMap (readable by anyone who may read ConfigMaps); `env:VAR` names a
+variable of `secretEnv` (only where the config resolves it: a probe's bootstrap; a Kafka
+host:port list never needs credentials, they go in the `kafka` settings).
+dict: value, secretEnv (list), where (value path for errors), kafkaOnly (bool) */}}
+{{- define "nines.checkBootstrap" -}}
+{{- if regexMatch "^([a-zA-Z][a-zA-Z0-9+.-]*://)?[^/?#]*@" .value -}}
+{{- fail (printf "%s: credentials in a bootstrap URL would land in a ConfigMap; put the URL in a Secret and write %s: env:VAR with VAR in secretEnv" .where .where) -}}
+{{- end -}}
+{{- if and .kafkaOnly (hasPrefix "env:" .value) -}}
+{{- fail (printf "%s: a Kafka host:port list, not an env: reference (Kafka credentials go in the kafka settings, with secretEnv)" .where) -}}
+{{- end -}}
+{{- if hasPrefix "env:" .value -}}
+{{- $var := trimPrefix "env:" .value -}}
+{{- $names := list -}}
+{{- range .secretEnv }}{{ $names = append $names .name }}{{ end -}}
+{{- if not (has $var $names) -}}
+{{- fail (printf "%s: env:%s, but secretEnv sets no variable %s" .where $var $var) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -42,10 +42,16 @@ def test_manage_topic_creates_topics_and_covers_a_joining_broker(require_kafka_j
         assert not {probe_topic, echo_topic} & set(topics(cluster))
         agent = ProbeAgent(
             ProbeConfig(
-                bootstrap=cluster.bootstrap, topic=probe_topic, echo_topic=echo_topic,
-                rate=RATE, cluster="mt", probe_id=f"mt-{tag}", metrics_port=0,
-                manage_topic=True, manage_interval=0.5,
-            )  # type: ignore[call-arg]  # fmt: skip
+                bootstrap=cluster.bootstrap,
+                topic=probe_topic,
+                echo_topic=echo_topic,
+                rate=RATE,
+                cluster="mt",
+                probe_id=f"mt-{tag}",
+                metrics_port=0,
+                manage_topic=True,
+                manage_interval=0.5,
+            )
         ).start()
         try:
             found = topics(cluster)
@@ -81,9 +87,13 @@ def test_rolling_restart_accounts_for_every_message(
     with EmbeddedBroker(engine="kafka", brokers=3, topics=topics_) as cluster:
         agent = ProbeAgent(
             ProbeConfig(
-                bootstrap=cluster.bootstrap, rate=RATE, cluster=name, probe_id=name,
-                metrics_port=0, loss_timeout="10s",
-            )  # type: ignore[call-arg]  # fmt: skip
+                bootstrap=cluster.bootstrap,
+                rate=RATE,
+                cluster=name,
+                probe_id=name,
+                metrics_port=0,
+                loss_timeout="10s",
+            )
         ).start()
         restarts: dict[int, tuple[int, int]] = {}
         try:

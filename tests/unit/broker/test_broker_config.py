@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.config import ConfigError, build
-from testbroker.config import BrokerConfig, parse_topic
+from testbroker.config import BrokerConfig, parse_topic, parse_topic_rf
 
 
 def test_defaults_one_probe_partition_per_broker() -> None:
@@ -19,11 +19,18 @@ def test_explicit_topics_replace_defaults_and_yaml_string_is_accepted() -> None:
     assert BrokerConfig(topics=("a.b-c_d:1", "x:2")).topic_specs() == [("a.b-c_d", 1), ("x", 2)]
 
 
-def test_parse_topic_splits_on_the_last_colon() -> None:
+def test_parse_topic_name_partitions_and_replication() -> None:
     assert parse_topic("t:1") == ("t", 1)
     assert parse_topic("a.b:1024") == ("a.b", 1024)
-    with pytest.raises(ValueError, match="topic name"):
+    assert parse_topic_rf("t:6:3") == ("t", 6, 3)
+    assert parse_topic_rf("t:6") == ("t", 6, None)
+    assert parse_topic("t:6:3") == ("t", 6)
+    with pytest.raises(ValueError, match="partitions must be an integer"):
         parse_topic("ns:topic:3")  # ':' is not legal in a Kafka topic name
+    with pytest.raises(ValueError, match="topic name"):
+        parse_topic("a:b:c:3")
+    with pytest.raises(ValueError, match=r"replication factor must be 1\.\.64"):
+        parse_topic_rf("t:1:0")
 
 
 @pytest.mark.parametrize(
@@ -31,7 +38,7 @@ def test_parse_topic_splits_on_the_last_colon() -> None:
     [
         ({"brokers": 0}, "broker.brokers: Input should be greater than or equal to 1 (got 0)"),
         ({"brokers": 65}, "broker.brokers: Input should be less than or equal to 64 (got 65)"),
-        ({"topics": ["bad"]}, "broker.topics.0: must be NAME:PARTITIONS (got 'bad')"),
+        ({"topics": ["bad"]}, "broker.topics.0: must be NAME:PARTITIONS[:RF] (got 'bad')"),
         ({"topics": ["t:0"]}, "broker.topics.0: partitions must be 1..1024 (got 't:0')"),
         ({"topics": ["t:x"]}, "broker.topics.0: partitions must be an integer (got 't:x')"),
         ({"topics": ["sp ace:1"]}, "broker.topics.0: topic name must be"),

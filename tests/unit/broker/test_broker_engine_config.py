@@ -22,7 +22,12 @@ def test_tansu_defaults_to_one_broker_and_one_probe_partition() -> None:
 
 @pytest.mark.parametrize(
     ("values", "field"),
-    [({"engine": "tansu", "brokers": 3}, "broker.brokers"), ({"engine": "kafka"}, "broker.engine")],
+    [
+        ({"engine": "tansu", "brokers": 3}, "broker.brokers"),
+        ({"engine": "kafka", "brokers": 6}, "broker.brokers"),
+        ({"engine": "redpanda"}, "broker.engine"),
+        ({"sasl": True}, "broker.sasl"),
+    ],
 )
 def test_bad_engine_settings_name_the_field(values: dict[str, object], field: str) -> None:
     with pytest.raises(ConfigError, match=field):

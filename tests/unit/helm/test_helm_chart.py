@@ -107,11 +107,19 @@ def test_sasl_secrets_come_from_secret_refs() -> None:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.stem)
-def test_config_maps_hold_valid_nines_config(scenario: Path) -> None:
+def test_config_maps_hold_valid_nines_config(
+    scenario: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from core.config import build
     from probes.config import ProbeConfig
     from streaming.config import StreamConfig
 
+    values = values_of(scenario)
+    # what the pods' secretEnv would set (a URL where the config reads a bootstrap from it)
+    for where in [*(values.get("probes") or []), values.get("stream") or {}]:
+        for e in where.get("secretEnv") or []:
+            url = e["name"].endswith("_URL")
+            monkeypatch.setenv(e["name"], "nats://t0ken@nats.example:4222" if url else "s3cret")
     docs = render(scenario)
     for d in docs:
         for key, text in (d.get("data") or {}).items():
@@ -794,3 +802,306 @@ def test_stream_settings_reach_the_job_and_defaults_match_the_code(tmp_path: Pat
                     },
                 }
             )
+
+
+# -- Second hardening pass: unknown keys, web config, readiness, bootstrap credentials, CPU
+# limits, NetworkPolicy in production ---------------------------------------------------------
+
+PRODUCTION = CHART / "ci" / "production-values.yaml"
+#: Values that are free-form on purpose: Kubernetes' own types (validated by the API server),
+#: librdkafka and stream settings (validated by nines), label maps and rule groups.
+FREE_FORM = {
+    "global",
+    "probes.*.kafka",
+    "stream.kafka",
+    "stream.settings",
+    "podSecurityContext",
+    "securityContext",
+    "nodeSelector",
+    "affinity",
+    "serviceAccount.annotations",
+    "serviceMonitor.labels",
+    "serviceMonitor.tlsConfig",
+    "serviceMonitor.basicAuth",
+    "prometheusRule.labels",
+    "probe.resources.requests",
+    "probe.resources.limits",
+    "stream.resources.requests",
+    "stream.resources.limits",
+    "networkPolicy.prometheus.namespaceSelector",
+    "networkPolicy.prometheus.podSelector",
+}
+
+
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Helm's merge of a values file over the chart's defaults (maps merge, the rest replaces)."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def mappings(value: Any, path: str = "") -> list[tuple[str, list[Any]]]:
+    """(dotted path with * for list items, key path) of every mapping in a values tree."""
+    found: list[tuple[str, list[Any]]] = []
+
+    def walk(node: Any, dotted: str, keys: list[Any]) -> None:
+        if isinstance(node, dict):
+            found.append((dotted, keys))
+            for k, v in node.items():
+                walk(v, f"{dotted}.{k}" if dotted else k, [*keys, k])
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, f"{dotted}.*", [*keys, i])
+
+    walk(value, path, [])
+    return found
+
+
+def with_key(values: dict[str, Any], keys: list[Any], key: str) -> dict[str, Any]:
+    out = json.loads(json.dumps(values))
+    node = out
+    for k in keys:
+        node = node[k]
+    node[key] = "x"
+    return out
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.stem)
+def test_schema_refuses_an_unknown_key_at_every_level(scenario: Path) -> None:
+    """Generated: a typo inserted into every mapping of the merged values (defaults + scenario)
+    is refused by the schema, except where the value is free-form on purpose."""
+    chart = helm.Chart.load(str(CHART))
+    values = deep_merge(yaml.safe_load((CHART / "values.yaml").read_text()), values_of(scenario))
+    chart.validate_schema(values)  # the scenario itself is valid
+    checked = 0
+    for dotted, keys in mappings(values):
+        if dotted in FREE_FORM or any(dotted.startswith(f + ".") for f in FREE_FORM):
+            continue
+        if dotted.startswith(("prometheusRule.groups.*.rules", "tolerations", "networkPolicy.dns")):
+            continue  # Prometheus rules and Kubernetes types
+        with pytest.raises(helm.HelmError, match=r"metricsPrt|[Aa]dditional"):
+            chart.validate_schema(with_key(values, keys, "metricsPrt"))
+        checked += 1
+    assert checked >= 15
+
+
+def test_every_object_in_the_schema_is_closed_or_free_form_on_purpose() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "object" and "$ref" not in node:
+                closed = node.get("additionalProperties") is False
+                typed_map = isinstance(node.get("additionalProperties"), dict)
+                free = "Free-form" in node.get("description", "") or where in (
+                    "properties.global",
+                    "properties.stream.properties.settings",
+                    "properties.prometheusRule.properties.groups.items.properties.rules.items",
+                    "properties.tolerations.items",
+                    "properties.networkPolicy.properties.dns.items",
+                )
+                assert closed or typed_map or free, where
+            for k, v in node.items():
+                walk(v, f"{where}.{k}" if where else k)
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{where}.{i}")
+
+    walk(schema, "")
+    assert schema["additionalProperties"] is False
+
+
+def containers_of(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The /metrics-serving container of every Deployment, by role."""
+    return {
+        role: pod["containers"][0]
+        for role, pod in workloads(docs).items()
+        if role not in ("driver", "executor")
+    }
+
+
+@pytest.mark.parametrize("scenario", [PRODUCTION, SASL_SPARK_OPERATOR], ids=lambda p: p.stem)
+def test_web_config_reaches_both_metrics_servers(
+    scenario: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.config import build
+    from probes.config import ProbeConfig
+    from streaming.config import StreamConfig
+
+    monkeypatch.setenv("NATS_URL", "nats://t0ken@nats.example:4222")
+    values = values_of(scenario)
+    secret = values["webConfig"]["secretName"]
+    docs = render(scenario)
+    pods = workloads(docs)
+    servers = [role for role in pods if role != "executor"]  # every pod with a /metrics
+    assert any(r.startswith("probe-") for r in servers) and ({"stream", "driver"} & set(servers))
+    for role in servers:
+        pod = pods[role]
+        if role == "driver":
+            volumes = next(d for d in docs if d["kind"] == "SparkApplication")["spec"]["volumes"]
+            mounts = pod["volumeMounts"]
+        else:
+            volumes, mounts = pod["volumes"], pod["containers"][0]["volumeMounts"]
+        [web] = [v for v in volumes if v.get("secret", {}).get("secretName") == secret]
+        [mount] = [m for m in mounts if m["name"] == web["name"]]
+        assert mount["mountPath"] == "/etc/nines/web" and mount["readOnly"] is True, role
+    # the executors serve no /metrics: no web config there
+    if "executor" in pods:
+        assert not [m for m in pods["executor"]["volumeMounts"] if m["name"] == "web"]
+    files = []
+    for d in docs:
+        for key, text in (d.get("data") or {}).items():
+            if key in ("probe.yaml", "stream.yaml"):
+                stage = yaml.safe_load(text)[key.removesuffix(".yaml")]
+                model = ProbeConfig if key == "probe.yaml" else StreamConfig
+                files.append(build(model, stage).web_config_file)
+    assert files and set(files) == {"/etc/nines/web/web-config.yml"}
+    for role, c in containers_of(docs).items():
+        assert c["readinessProbe"]["httpGet"]["scheme"] == "HTTPS", role
+
+
+def test_service_monitor_scrapes_with_the_web_configs_tls_and_auth() -> None:
+    values = values_of(PRODUCTION)["serviceMonitor"]
+    [sm] = [d for d in render(PRODUCTION) if d["kind"] == "ServiceMonitor"]
+    [endpoint] = sm["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"] == values["tlsConfig"]
+    assert endpoint["basicAuth"] == values["basicAuth"]
+    monitoring = render(CHART / "ci" / "monitoring-values.yaml")
+    [plain] = [d for d in monitoring if d["kind"] == "ServiceMonitor"]
+    assert plain["spec"]["endpoints"][0]["scheme"] == "http"
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.stem)
+def test_readiness_reads_the_cheap_route_not_metrics(scenario: Path) -> None:
+    from core.webconfig import READY_PATH
+
+    containers = containers_of(render(scenario))
+    assert containers
+    for role, c in containers.items():
+        get = c["readinessProbe"]["httpGet"]
+        assert (get["path"], get["port"]) == (READY_PATH, "metrics"), role
+
+
+#: Credentials in URLs, in every shape a bootstrap may take them.
+SECRET = "pa55:w@rd"
+CREDENTIAL_URLS = [
+    f"nats://{SECRET.replace(':', '').replace('@', '')}@nats:4222",  # a token, no user
+    "nats://nines:" + SECRET.replace("@", "%40") + "@nats:4222",
+    "redis://:" + SECRET.replace("@", "%40").replace(":", "%3A") + "@redis:6379/0",
+    "amqp://nines:" + SECRET.replace("@", "%40").replace(":", "%3A") + "@rabbit:5672/%2f",
+    f"nines:{SECRET}@kafka:9092",
+]
+
+
+@pytest.mark.parametrize("url", CREDENTIAL_URLS)
+@pytest.mark.parametrize(
+    "where", ["probes[0].bootstrap", "probes[0].echoBootstrap", "stream.bootstrap"]
+)
+def test_a_bootstrap_with_credentials_is_refused_without_showing_them(
+    url: str, where: str, tmp_path: Path
+) -> None:
+    probe: dict[str, Any] = {"cluster": "c", "bootstrap": "kafka:9092"}
+    values: dict[str, Any] = {"probes": [probe]}
+    if where == "stream.bootstrap":
+        values["stream"] = {"mode": "local", "bootstrap": url}
+    else:
+        probe[where.split(".")[1]] = url
+    with pytest.raises(helm.HelmError) as err:
+        render_values(tmp_path, values)
+    message = str(err.value)
+    assert where in message and "secretEnv" in message, message
+    userinfo = url.split("://")[-1].rsplit("@", 1)[0]
+    assert userinfo not in message and SECRET not in message
+
+
+def test_a_bootstrap_url_from_secret_env(tmp_path: Path) -> None:
+    probe = {"cluster": "nats", "bootstrap": "env:NATS_URL", "echoBootstrap": "kafka:9092"}
+    with pytest.raises(helm.HelmError, match=r"probes\[0\].bootstrap: env:NATS_URL, but secretEnv"):
+        render_values(tmp_path, {"probes": [probe]})
+    with pytest.raises(helm.HelmError, match=r"probes\[0\].echoBootstrap: required"):
+        render_values(
+            tmp_path,
+            {"probes": [{"cluster": "nats", "bootstrap": "env:NATS_URL", "secretEnv": [
+                {"name": "NATS_URL", "secretName": "nats", "key": "url"}]}]},
+        )  # fmt: skip
+    with pytest.raises(helm.HelmError, match=r"stream\.bootstrap: a Kafka host:port list"):
+        render_values(tmp_path, {"stream": {"mode": "local", "bootstrap": "env:KAFKA"}})
+    docs = render(PRODUCTION)
+    nats = kafka_clients(docs)["probe-prod-nats"]
+    assert secret_env(nats)["NATS_URL"] == {"name": "nats-probe", "key": "url"}
+    probe_files = [
+        yaml.safe_load(d["data"]["probe.yaml"])["probe"]
+        for d in docs
+        if "probe.yaml" in (d.get("data") or {})
+    ]
+    assert "env:NATS_URL" in [p["bootstrap"] for p in probe_files]
+    assert "nats://" not in json.dumps([d for d in docs if d["kind"] == "ConfigMap"])
+
+
+def cpu_cores(quantity: str | int | float) -> float:
+    """A Kubernetes CPU quantity (``2``, ``1.5``, ``500m``) in cores."""
+    text = str(quantity)
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.stem)
+def test_every_pod_has_a_cpu_limit(scenario: Path) -> None:
+    """In every mode: the probes, the local-mode stream pod, the Spark driver and executors."""
+    pods = workloads(render(scenario))
+    assert pods
+    for role, pod in pods.items():
+        if role in ("driver", "executor"):
+            limit, request = pod["coreLimit"], pod["cores"]
+        else:
+            resources = pod["containers"][0]["resources"]
+            limit, request = resources["limits"]["cpu"], resources["requests"]["cpu"]
+        assert cpu_cores(limit) >= cpu_cores(request) > 0, role
+
+
+def test_network_policy_in_production_admits_only_the_monitoring_namespace() -> None:
+    docs = render(PRODUCTION)
+    values = values_of(PRODUCTION)["networkPolicy"]
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    assert policies
+    monitoring = {"kubernetes.io/metadata.name": "monitoring"}
+    for role, labels in pod_labels(docs).items():
+        ingress = allowed(policies, "ingress", labels)
+        assert ingress, role
+        for rule in ingress:
+            for peer in rule["from"]:
+                assert peer["namespaceSelector"] == {"matchLabels": monitoring}, role
+        egress = allowed(policies, "egress", labels)
+        to_ip = {
+            (peer["ipBlock"]["cidr"], port["port"])
+            for r in egress
+            for peer in r.get("to") or []
+            if "ipBlock" in peer
+            for port in r["ports"]
+        }
+        assert to_ip == {(b["cidr"], p) for b in values["kafka"] for p in b["ports"]}, role
+
+
+def test_network_policy_on_over_the_defaults_needs_only_the_brokers(tmp_path: Path) -> None:
+    """Turning it on over a default install: the brokers are the one value it cannot guess."""
+    docs = render_values(
+        tmp_path,
+        {"networkPolicy": {"enabled": True, "kafka": [{"cidr": "10.0.0.0/8", "ports": [9092]}]}},
+    )
+    [policy] = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    [rule] = policy["spec"]["ingress"]
+    assert rule["from"][0]["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "monitoring"}
+    }
+    # every namespace ({} with namespace ""), or only the release's (null)
+    every = render_values(
+        tmp_path,
+        {"networkPolicy": {"enabled": True, "kafka": [{"cidr": "10.0.0.0/8", "ports": [9092]}],
+                           "prometheus": {"namespace": ""}}},
+    )  # fmt: skip
+    [p] = [d for d in every if d["kind"] == "NetworkPolicy"]
+    assert p["spec"]["ingress"][0]["from"][0]["namespaceSelector"] == {}

@@ -1,0 +1,30 @@
+"""SIGTERM and SIGINT end `nines probe` with exit 0 and no stack trace: sent to the process or to
+its whole group (a terminal's Ctrl+C), while it starts or while it probes."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from process_signals import assert_clean, signal_nines
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+@pytest.mark.parametrize("group", [False, True], ids=["process", "group"])
+@pytest.mark.parametrize("running", [False, True], ids=["starting", "running"])
+def test_a_signal_ends_the_probe_cleanly(
+    broker: Any, sig: signal.Signals, group: bool, running: bool, tmp_path: Path
+) -> None:
+    ending = signal_nines(
+        ["probe", "--bootstrap", broker.bootstrap, "--metrics-port", "0", "--rate", "20"],
+        sig,
+        group=group,
+        ready="probing" if running else None,
+        tmp=tmp_path,
+    )
+    assert_clean(ending)
+    assert ending.stop_s < 15  # its shutdown_timeout (10 s) bounds the drain
+    if running:
+        assert "stopped: sent=" in ending.output

@@ -1,0 +1,183 @@
+"""SIGTERM and SIGINT end `nines stream` with exit 0 and no stack trace, and the batch a stop
+abandons is replayed exactly once by the next start.
+
+The signals go to the whole process group, as a terminal (Ctrl+C), `timeout` or an init that
+signals the group sends them: the Spark JVM gets them too, and its shutdown hook used to stop
+the SparkContext under the running query ("Cannot call methods on a stopped SparkContext").
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from kafka_cluster import producer, unique_topic
+from stream_jobs import Collector, job_config
+
+from core.echo import Echo, encode_record
+from streaming.archive import read_windows
+from streaming.job import StreamJob
+
+ROOT = Path(__file__).resolve().parents[3]
+#: What must never follow a signal in the job's log.
+TRACES = ("Traceback", "Exception", "ERROR", "\tat org.apache")
+
+
+def send(bootstrap: str, topic: str, seqs: range, t0: int, expected: Counter[int]) -> None:
+    """Echoes of topic ``t`` at 50/s from ``t0``, counted per 10 s window in ``expected``."""
+    prod = producer(bootstrap)
+    for seq in seqs:
+        at = t0 + seq * 20_000
+        expected[at - at % 10_000_000] += 1
+        echo = Echo("p", "c", "t", seq % 2, 1, seq, 512, at, at + 5, None, at + 777)
+        prod.produce(topic, key=str(seq), value=encode_record(echo))
+    prod.flush()
+
+
+def push(bootstrap: str, topic: str, at: int) -> None:
+    """An echo far ahead on another topic: moves the watermark so every window closes."""
+    echo = Echo("p", "c", "pusher", 0, 1, 0, 512, at, at, None, at + 1)
+    prod = producer(bootstrap)
+    prod.produce(topic, value=encode_record(echo))
+    prod.flush()
+
+
+def start(bootstrap: str, topic: str, tmp: Path, log: Path) -> subprocess.Popen[bytes]:
+    """`nines stream` as a user starts it, in a process group of its own."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "monitor", "stream", "--bootstrap", bootstrap,
+         "--echo-topic", topic, "--windows", "10s", "--watermark", "1s", "--trigger", "500ms",
+         "--starting-offsets", "earliest", "--checkpoint", str(tmp / "ckpt"),
+         "--archive", str(tmp / "archive"), "--metrics-port", "0", "--master", "local[2]"],
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "ab"),
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def wait_for(predicate: Any, proc: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError("timed out: " + log.read_text(errors="replace")[-3000:])
+
+
+def stop_group(proc: subprocess.Popen[bytes], sig: signal.Signals, log: Path) -> float:
+    """Signal the process group; assert exit 0 and a log free of traces after the signal."""
+    before = log.stat().st_size
+    t = time.monotonic()
+    os.killpg(proc.pid, sig)
+    assert proc.wait(60) == 0, log.read_text(errors="replace")[-3000:]
+    took = time.monotonic() - t
+    with open(log, "rb") as f:
+        f.seek(before)
+        after = f.read().decode(errors="replace")
+    assert not [t for t in TRACES if t in after], after[-3000:]
+    return took
+
+
+def archived(tmp: Path) -> list[Any]:
+    return [
+        w for w in read_windows(tmp / "archive") if w.series.topic == "t" and w.series.kind == "e2e"
+    ]
+
+
+def exactly_once(tmp: Path, expected: Counter[int]) -> None:
+    windows = archived(tmp)
+    seen = Counter((w.window_start_us, w.series.partition) for w in windows)
+    assert max(seen.values()) == 1, "a window was archived twice"
+    got: Counter[int] = Counter()
+    for w in windows:
+        got[w.window_start_us] += w.hist.total
+    assert got == expected
+
+
+def test_sigterm_and_sigint_to_the_group_exit_0_and_restart_exactly_once(
+    broker: Any, tmp_path: Path
+) -> None:
+    topic = unique_topic(broker, 2)
+    log = tmp_path / "stream.log"
+    t0 = (int(time.time()) // 60 * 60 - 3600) * 1_000_000
+    expected: Counter[int] = Counter()
+    send(broker.bootstrap, topic, range(0, 1500), t0, expected)  # 30 s of echoes
+    proc = start(broker.bootstrap, topic, tmp_path, log)
+    try:
+        wait_for(lambda: len(archived(tmp_path)) >= 4, proc, log, 180)
+        sigterm_s = stop_group(proc, signal.SIGTERM, log)
+        send(broker.bootstrap, topic, range(1500, 3000), t0, expected)  # while it is down
+        push(broker.bootstrap, topic, t0 + 600_000_000)
+        proc = start(broker.bootstrap, topic, tmp_path, log)
+        windows = set(expected)
+        wait_for(lambda: windows <= {w.window_start_us for w in archived(tmp_path)}, proc, log, 180)
+        sigint_s = stop_group(proc, signal.SIGINT, log)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    exactly_once(tmp_path, expected)
+    print(f"stop after SIGTERM {sigterm_s:.1f} s, after SIGINT {sigint_s:.1f} s")
+
+
+def test_an_abandoned_batch_is_replayed_exactly_once(
+    spark: Any, broker: Any, tmp_path: Path
+) -> None:
+    """A stop that cannot wait for the batch in flight abandons it (archived, not committed);
+    the next start replays it, rewriting its archive file instead of adding one."""
+    topic = unique_topic(broker, 2)
+    t0 = (int(time.time()) // 60 * 60 - 3600) * 1_000_000
+    expected: Counter[int] = Counter()
+    send(broker.bootstrap, topic, range(0, 3000), t0, expected)
+    push(broker.bootstrap, topic, t0 + 600_000_000)
+    config = job_config(
+        broker.bootstrap,
+        topic,
+        checkpoint=str(tmp_path / "ckpt"),
+        archive=str(tmp_path / "archive"),
+        max_records_per_batch=500,
+    )
+    in_flight = threading.Event()
+    release = threading.Event()
+    abandoned: list[int] = []
+
+    def slow(batch_id: int, windows: list[Any], counters: Any) -> None:
+        if windows and not in_flight.is_set():  # the first batch that closed windows
+            abandoned.append(batch_id)
+            in_flight.set()
+            release.wait(30)
+
+    first = StreamJob(config, spark, on_batch=slow).start()
+    try:
+        assert in_flight.wait(180), first.query.exception()
+        assert archived(tmp_path), "the batch in flight wrote its archive before its commit"
+        stopper = threading.Thread(target=first.stop, kwargs={"grace_s": 0.5})
+        stopper.start()
+        time.sleep(2)  # the stop gave up waiting and stops the query under the batch
+        release.set()
+        stopper.join(60)
+        assert not stopper.is_alive() and not first.query.isActive
+    finally:
+        release.set()
+        first.stop(grace_s=0)
+    collected = Collector()
+    second = StreamJob(config, spark, on_batch=collected).start()
+    try:
+        collected.wait(
+            lambda c: set(expected) <= {w.window_start_us for w in archived(tmp_path)},
+            180,
+            job=second,
+        )
+    finally:
+        second.stop()
+    assert abandoned[0] in collected.ids  # not committed: the next start ran it again
+    exactly_once(tmp_path, expected)
