@@ -74,11 +74,6 @@ READ_COLUMNS = [f.name for f in FILE_SCHEMA if f.name != "hdr"]
 
 HOUR_US = 3_600_000_000
 DAY_US = 24 * HOUR_US
-#: Default retention: the default ``nines slo --since`` (30 days) plus a calendar month's extra
-#: day and a few days' grace to run the monthly report; 35 days at the default trigger and
-#: windows is about 1 GiB per 100 probe partitions (docs/architecture.md, disk use).
-DEFAULT_RETENTION_S = 35 * 86_400.0
-
 _BATCH = re.compile(r"batch-(\d+)\.parquet")
 _COMPACT = re.compile(r"compact-(\d+)-(\d+)\.parquet")
 
@@ -184,9 +179,21 @@ def write_windows(
     return written
 
 
+#: Sorted bucket indexes delta-encode to a few bits each, and zstd beats the default snappy:
+#: a 10s batch of 46 rows (~830 buckets each) takes 87 kB instead of 133 kB (bench.archive_disk).
+WRITE_OPTIONS: dict[str, Any] = {
+    "compression": "zstd",
+    "use_dictionary": ["cluster", "topic", "partition", "kind", "broker"],
+    "column_encoding": {
+        "bucket_index": "DELTA_BINARY_PACKED",
+        "bucket_count": "DELTA_BINARY_PACKED",
+    },
+}
+
+
 def _write_atomically(table: pa.Table, path: Path) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp)
+    pq.write_table(table, tmp, **WRITE_OPTIONS)
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())  # the rename must never publish a file the disk does not hold
     os.replace(tmp, path)
@@ -258,17 +265,37 @@ def compact_dir(directory: str | Path) -> Path | None:
     return out
 
 
-def prune(archive_dir: str | Path, now_us: int, retention_s: float) -> list[Path]:
-    """Remove whole date partitions that ended more than ``retention_s`` before ``now_us``."""
+def prune(
+    archive_dir: str | Path, now_us: int, retention_s: float, max_bytes: int | None = None
+) -> list[Path]:
+    """Remove whole date partitions that ended more than ``retention_s`` before ``now_us``;
+    then, while the archive holds more than ``max_bytes``, its oldest date (every resolution,
+    so what is left covers the same days at each; today's is never removed)."""
     cutoff = now_us - int(retention_s * 1e6)
+    today = _date(now_us)
+    dates: dict[str, list[Path]] = {}
+    for date_dir in Path(archive_dir).glob("resolution=*/date=*"):
+        name = _value(date_dir.name, "date") or ""
+        if date_dir.is_dir() and _date_start_us(name) is not None:
+            dates.setdefault(name, []).append(date_dir)
     removed = []
-    for res_dir in sorted(Path(archive_dir).glob("resolution=*")):
-        for date_dir in sorted(res_dir.glob("date=*")):
-            start = _date_start_us(_value(date_dir.name, "date") or "")
-            if start is not None and start + DAY_US <= cutoff:
+    sizes = (
+        {} if max_bytes is None else {d: sum(map(_tree_bytes, dirs)) for d, dirs in dates.items()}
+    )
+    total = sum(sizes.values())
+    for name in sorted(dates):
+        start = _date_start_us(name) or 0
+        over = max_bytes is not None and total > max_bytes and name != today
+        if start + DAY_US <= cutoff or over:
+            for date_dir in dates[name]:
                 shutil.rmtree(date_dir, ignore_errors=True)
                 removed.append(date_dir)
-    return removed
+            total -= sizes.get(name, 0)
+    return sorted(removed)
+
+
+def _tree_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 class ArchiveWriter:
@@ -285,12 +312,14 @@ class ArchiveWriter:
     def __init__(
         self,
         archive_dir: str | Path,
-        retention_s: float = DEFAULT_RETENTION_S,
+        retention_s: float,
         compact: bool = True,
+        max_bytes: int | None = None,
     ) -> None:
         self.root = Path(archive_dir)
         self.retention_s = retention_s
         self.compact = compact
+        self.max_bytes = max_bytes
         self._closed_upto: dict[str, int] = {}  # resolution → hours before this are compacted
         self._pruned_at_s: float | None = None
 
@@ -309,8 +338,8 @@ class ArchiveWriter:
         if self._pruned_at_s is None or now - self._pruned_at_s >= self.PRUNE_EVERY_S:
             self._pruned_at_s = now
             try:
-                for path in prune(self.root, int(now * 1e6), self.retention_s):
-                    log.info("archive: removed %s (older than the retention)", path)
+                for path in prune(self.root, int(now * 1e6), self.retention_s, self.max_bytes):
+                    log.info("archive: removed %s (past the retention or the size cap)", path)
             except OSError as exc:
                 log.warning("archive: pruning failed, will retry: %s", exc)
         return written
@@ -350,18 +379,19 @@ def _dir_start_us(hour_path: Path) -> int | None:
 # ---------------------------------------------------------------------------- reading
 
 
+#: What a damaged file can make pyarrow raise: its own errors, and a corrupt string or length
+#: surfacing as a Python error (UnicodeDecodeError, found by flipping bytes) before it checks.
+_DECODE_ERRORS = (OSError, pa.ArrowException, ValueError, IndexError, KeyError, OverflowError)
+
+
 def _read_table(path: Path, columns: list[str] | None = READ_COLUMNS) -> pa.Table:
     """A file's table with its schema checked; ArchiveError if unreadable or of another schema."""
     try:
         schema = pq.read_schema(path)
     except FileNotFoundError:
         raise
-    except OSError as exc:
-        if isinstance(exc, pa.ArrowException):
-            raise ArchiveError(path, "not a readable Parquet file (corrupt or truncated)") from None
-        raise ArchiveError(path, f"cannot read: {exc.strerror or exc}") from None
-    except pa.ArrowException:
-        raise ArchiveError(path, "not a readable Parquet file (corrupt or truncated)") from None
+    except _DECODE_ERRORS as exc:
+        raise _unreadable(path, exc) from None
     for f in FILE_SCHEMA:
         if f.name not in schema.names:
             if f.name in OPTIONAL_COLUMNS:
@@ -375,11 +405,17 @@ def _read_table(path: Path, columns: list[str] | None = READ_COLUMNS) -> pa.Tabl
         table = pq.read_table(path, columns=wanted)
     except FileNotFoundError:
         raise
-    except (OSError, pa.ArrowException):
-        raise ArchiveError(path, "not a readable Parquet file (corrupt or truncated)") from None
+    except _DECODE_ERRORS as exc:
+        raise _unreadable(path, exc) from None
     if "broker" not in table.column_names:  # written before broker rollups
         table = table.append_column("broker", pa.array([""] * table.num_rows, pa.string()))
     return table
+
+
+def _unreadable(path: Path, exc: Exception) -> ArchiveError:
+    if isinstance(exc, OSError) and not isinstance(exc, pa.ArrowException) and exc.strerror:
+        return ArchiveError(path, f"cannot read: {exc.strerror}")
+    return ArchiveError(path, "not a readable Parquet file (corrupt or truncated)")
 
 
 def check_row(r: dict[str, Any], span_us: int | None, layout: HdrLayout) -> str | None:
@@ -432,7 +468,11 @@ def _rows(
     layouts: dict[tuple[int, int, int], HdrLayout],
 ) -> list[WindowHistogram]:
     """A file's windows, every row checked first: a bad row makes the whole file bad."""
-    rows = _read_table(path).to_pylist()
+    table = _read_table(path)
+    try:
+        rows = table.to_pylist()
+    except _DECODE_ERRORS as exc:
+        raise _unreadable(path, exc) from None
     out = []
     for i, r in enumerate(rows):
         key = (r.get("lowest_us"), r.get("highest_us"), r.get("digits"))

@@ -15,13 +15,13 @@ import pytest
 
 from monitor.cli import main
 from tests.unit.report.bad_archives import (
+    SLA,
     Case,
     build_archive,
     cases,
     corruptions,
     prepare_paths,
     published_cases,
-    SLA,
 )
 
 CASES = cases()

@@ -1,0 +1,38 @@
+"""The archive's lifecycle settings: defaults in the stream config, bad values one line, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from monitor.cli import main
+from streaming.config import StreamConfig
+
+
+def test_defaults() -> None:
+    c = StreamConfig(bootstrap="k:9092")
+    assert (c.archive_retention, c.archive_compact, c.archive_max_size) == (35 * 86_400, True, None)
+    c = StreamConfig(bootstrap="k:9092", archive_retention="7d", archive_max_size="8GiB")
+    assert (c.archive_retention, c.archive_max_size) == (7 * 86_400, 8 * 2**30)
+
+
+@pytest.mark.parametrize(
+    ("yaml", "message"),
+    [
+        ("archive_retention: 0s", "stream.archive_retention: must be > 0 and finite (got '0s')"),
+        ("archive_retention: .inf", "stream.archive_retention: must be > 0 and finite (got inf)"),
+        ("archive_retention: [1]", "stream.archive_retention: not a duration (use e.g. 35d, 720h) (got [1])"),  # noqa: E501
+        ("archive_max_size: 0", "stream.archive_max_size: must be > 0 (or null: no cap)"),
+        ("archive_max_size: lots", "stream.archive_max_size: not a size: 'lots' (use e.g. 512, 1KiB, 1MiB)"),  # noqa: E501
+        ("archive_compact: maybe", "stream.archive_compact: Input should be a valid boolean, unable to interpret input (got 'maybe')"),  # noqa: E501
+    ],
+)  # fmt: skip
+def test_bad_values_are_one_line_exit_2(
+    yaml: str, message: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "nines.yaml"
+    path.write_text(f"stream:\n  {yaml}\n")
+    code = main(["stream", "--bootstrap", "127.0.0.1:9", "--config", str(path)])
+    out = capfd.readouterr()
+    assert (code, out.err, out.out) == (2, f"nines stream: error: {message}\n", "")
