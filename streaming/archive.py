@@ -224,6 +224,12 @@ def _row(w: WindowHistogram) -> dict[str, object]:
     }
 
 
+def _ours(name: str) -> bool:
+    """A batch or compacted file the archive wrote, or its temporary."""
+    base = name.removesuffix(".tmp")
+    return bool(_BATCH.fullmatch(base) or _COMPACT.fullmatch(base))
+
+
 def compact_dir(directory: str | Path) -> Path | None:
     """Merge a closed hour's files into one ``compact-FIRST-LAST.parquet``; None: nothing to do.
 
@@ -234,10 +240,11 @@ def compact_dir(directory: str | Path) -> Path | None:
     directory = Path(directory)
     names = sorted(p.name for p in directory.iterdir())
     chosen = select_files(names)
-    leftovers = [n for n in names if n.endswith(".parquet") and n not in chosen]
+    leftovers = [n for n in names if _ours(n) and n.endswith(".parquet") and n not in chosen]
     if len(chosen) <= 1 and not leftovers and all(_COMPACT.fullmatch(n) for n in chosen):
-        for stale in (n for n in names if n.endswith(".parquet.tmp")):
-            (directory / stale).unlink(missing_ok=True)
+        for stale in names:
+            if _ours(stale) and stale.endswith(".tmp"):
+                (directory / stale).unlink(missing_ok=True)
         return None
     ids: list[int] = []
     tables = []
@@ -259,8 +266,8 @@ def compact_dir(directory: str | Path) -> Path | None:
     )
     out = directory / f"compact-{min(ids):09d}-{max(ids):09d}.parquet"
     _write_atomically(merged, out)
-    for name in names:
-        if name != out.name and (name.endswith(".parquet") or name.endswith(".parquet.tmp")):
+    for name in names:  # ours only: a file of another name is not the archive's to remove
+        if name != out.name and _ours(name):
             (directory / name).unlink(missing_ok=True)
     return out
 

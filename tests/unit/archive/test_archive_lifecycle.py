@@ -252,3 +252,15 @@ def test_prune_by_size_removes_the_oldest_whole_dates_never_today(tmp_path: Path
     assert sum(f.stat().st_size for f in tmp_path.rglob("*.parquet")) <= cap
     prune(tmp_path, now, retention_s=10**9, max_bytes=1)  # even a tiny cap keeps today
     assert {p.name for p in tmp_path.glob("resolution=*/date=*")} == set(sorted(per_date)[3:])
+
+
+def test_compaction_leaves_files_it_did_not_write(tmp_path: Path) -> None:
+    for b in range(3):
+        write_windows(tmp_path, b, batch(b))
+    h0 = arc.hour_dir(tmp_path, "10s", T0)
+    (h0 / "notes.parquet").write_bytes(b"someone else's")
+    (h0 / "README").write_text("hands off\n")
+    compact_dir(h0)
+    names = sorted(p.name for p in h0.iterdir())
+    assert names == ["README", "compact-000000000-000000002.parquet", "notes.parquet"]
+    assert len(read_windows(tmp_path)) == 6  # the foreign files are never read either
