@@ -145,18 +145,21 @@ def main() -> None:
     p.add_argument("--hours", type=float, default=24.0)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--dir", default=None, help="where the temporary archives go")
+    p.add_argument("--mode", choices=("both", "batch", "compact"), default="both")
     args = p.parse_args()
     h = next(iter(pool(HdrLayout(), int(args.rate * 10), np.random.default_rng(0))))
     t = time.perf_counter()
     arc.encode(h)
     encode_ms = round((time.perf_counter() - t) * 1e3, 1)
     memo_encode()
-    results = [measure(args, compact) for compact in (False, True)]
-    for r in results:
+    modes = {"both": (False, True), "batch": (False,), "compact": (True,)}[args.mode]
+    for compact in modes:
+        r = measure(args, compact)
         per_day = r["allocated_bytes"] * 24 / args.hours
         r["retention_gib"] = round(per_day * r["retention_days"] / 2**30, 2)
         r["encode_ms_per_row"] = encode_ms
-        print(json.dumps(r))
+        r["hours"] = args.hours
+        print(json.dumps(r), flush=True)
 
 
 if __name__ == "__main__":

@@ -36,3 +36,46 @@ def test_bad_values_are_one_line_exit_2(
     code = main(["stream", "--bootstrap", "127.0.0.1:9", "--config", str(path)])
     out = capfd.readouterr()
     assert (code, out.err, out.out) == (2, f"nines stream: error: {message}\n", "")
+
+
+def test_the_sink_archives_through_one_writer_with_the_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """StreamJob's foreachBatch body, no Spark: each batch written, closed hours compacted."""
+    import numpy as np
+
+    from core.hdr import HdrLayout, SparseHistogram
+    from core.windows import SeriesKey, WindowHistogram
+    from streaming import job as job_module
+
+    hour, span = 3_600_000_000, 10_000_000
+    t0 = 1_795_000_000_000_000 // hour * hour
+    batches = {
+        b: [
+            WindowHistogram(
+                "10s", t0 + b * span, t0 + (b + 1) * span, SeriesKey("c", "t", "0", "e2e"),
+                SparseHistogram.from_values(HdrLayout(), np.arange(1, 100 + b)),
+            )
+        ]
+        for b in range(361)  # the last closes the first hour
+    }  # fmt: skip
+    monkeypatch.setattr(job_module, "closed_windows", lambda arrow, *_a: (batches[arrow], None))
+
+    class Batch:
+        def __init__(self, b: int) -> None:
+            self.b = b
+
+        def toArrow(self) -> int:  # Spark's DataFrame method
+            return self.b
+
+    config = StreamConfig(bootstrap="k:9092", archive=str(tmp_path), archive_retention="400d")
+    job = job_module.StreamJob(config, spark=object())
+    for b in batches:
+        job._sink(Batch(b), b)
+    from streaming.archive import hour_dir, read_windows
+
+    first, second = hour_dir(tmp_path, "10s", t0), hour_dir(tmp_path, "10s", t0 + hour)
+    assert [p.name for p in first.iterdir()] == ["compact-000000000-000000359.parquet"]
+    assert [p.name for p in second.iterdir()] == ["batch-000000360.parquet"]
+
+    assert [w.hist.total for w in read_windows(tmp_path)] == [99 + b for b in batches]
