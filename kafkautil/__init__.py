@@ -1,5 +1,11 @@
 """Kafka helpers shared by the stages: one place that reads a topic's metadata for all of them."""
 
-from kafkautil.metadata import TopicLayout, current_leaders, describe_topic, layout_of
+from kafkautil.metadata import (
+    ConnectFailures,
+    TopicLayout,
+    current_leaders,
+    describe_topic,
+    layout_of,
+)
 
-__all__ = ["TopicLayout", "current_leaders", "describe_topic", "layout_of"]
+__all__ = ["ConnectFailures", "TopicLayout", "current_leaders", "describe_topic", "layout_of"]

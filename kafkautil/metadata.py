@@ -7,6 +7,7 @@ confluent-kafka, so every stage may use it without importing another stage.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,19 +46,52 @@ def layout_of(metadata: Any, topic: str, *, bootstrap: str, field: str, hint: st
     )
 
 
+#: librdkafka's line prefix (``sasl_ssl://host:port/bootstrap: ``) and suffix (``(after …)``).
+_BROKER_PREFIX = re.compile(r"^\S+://\S+?: ")
+_AFTER = re.compile(r"\s*\(after \d+ms in state \w+\)$")
+
+
+class ConnectFailures:
+    """A client's ``error_cb`` that keeps why it could not talk to the cluster at all: the
+    broker refused its credentials, or its TLS handshake failed. librdkafka only says
+    "transport failure" to the request that timed out; this names the cause."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+
+    def __call__(self, err: Any) -> None:
+        from confluent_kafka import KafkaError
+
+        codes = (KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED)
+        if self.reason is None and err.code() in codes:
+            self.reason = _AFTER.sub("", _BROKER_PREFIX.sub("", err.str()))
+
+
 def describe_topic(
-    client: Any, topic: str, *, bootstrap: str, field: str, hint: str, timeout_s: float
+    client: Any,
+    topic: str,
+    *,
+    bootstrap: str,
+    field: str,
+    hint: str,
+    timeout_s: float,
+    failures: ConnectFailures | None = None,
 ) -> TopicLayout:
     """Ask ``client`` (any confluent-kafka Producer, Consumer or AdminClient) for ``topic``.
 
     One full metadata request, so nothing is auto-created. ConfigError names ``bootstrap`` when
-    the cluster does not answer within ``timeout_s``, else ``field`` (see :func:`layout_of`).
+    the cluster does not answer within ``timeout_s`` (with the authentication or TLS failure that
+    ``failures``, the client's ``error_cb``, heard), else ``field`` (see :func:`layout_of`).
     """
     from confluent_kafka import KafkaException
 
     try:
         metadata = client.list_topics(timeout=timeout_s)
     except KafkaException as exc:
+        if failures is not None:
+            client.poll(0)  # serves the error callbacks queued meanwhile
+            if failures.reason is not None:
+                raise ConfigError(f"bootstrap: {bootstrap}: {failures.reason}") from None
         raise ConfigError(f"bootstrap: cannot reach {bootstrap} ({exc.args[0].str()})") from None
     return layout_of(metadata, topic, bootstrap=bootstrap, field=field, hint=hint)
 

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from kafkautil import current_leaders, describe_topic
+from kafkautil import ConnectFailures, current_leaders, describe_topic
 from probes.config import ProbeConfig
 from probes.transport import AckReport, Layout
 
@@ -60,7 +60,10 @@ class KafkaTransport:
 
         self.topic, self.bootstrap = config.topic, config.bootstrap
         self._clients = config.clients()
-        self._producer: Any = Producer(quiet(self._clients["producer"]))
+        self._failures = ConnectFailures()
+        self._producer: Any = Producer(
+            {**quiet(self._clients["producer"]), "error_cb": self._failures}
+        )
         self._consumer: Any = None
 
     def discover(self) -> Layout:
@@ -72,6 +75,7 @@ class KafkaTransport:
             field="topic",
             hint="create it with one partition per broker",
             timeout_s=DISCOVER_TIMEOUT_S,
+            failures=self._failures,
         )
         return Layout(found.leaders, found.brokers)
 
@@ -88,6 +92,9 @@ class KafkaTransport:
 
     def add_receiver(self, partitions: list[int]) -> None:
         """Read ``partitions`` back too, from their high watermarks (added while probing)."""
+        # An assigning consumer refreshes a topic's metadata every 5 min only: without this
+        # request it does not know the new partitions (_UNKNOWN_PARTITION) for that long.
+        self._consumer.list_topics(self.topic, timeout=5)
         self._consumer.incremental_assign(self._starts(partitions))
 
     def _starts(self, partitions: list[int]) -> list[Any]:

@@ -71,12 +71,13 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
     from confluent_kafka import Consumer, KafkaException
 
     from core.config import ConfigError, resolve_secrets
-    from kafkautil import describe_topic
+    from kafkautil import ConnectFailures, describe_topic
 
     quiet = logging.getLogger("nines.stream.preflight")
     if not quiet.handlers:
         quiet.addHandler(logging.NullHandler())
     quiet.propagate = False  # librdkafka's connect failures would add lines to our one
+    failures = ConnectFailures()
     try:
         consumer = Consumer(
             {
@@ -85,6 +86,7 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
                 "enable.auto.commit": False,
                 **resolve_secrets(config.kafka),
                 "logger": quiet,
+                "error_cb": failures,
             }
         )
     except KafkaException as exc:
@@ -97,6 +99,7 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
             field="echo_topic",
             hint="create it (or run nines probe --manage-topic)",
             timeout_s=timeout_s,
+            failures=failures,
         )
     finally:
         consumer.close()

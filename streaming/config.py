@@ -10,7 +10,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from core.config import StageConfig, kafka_bootstrap, kafka_topic_name, tcp_port
 from core.hdr import HdrLayout, LayoutError
 from core.kafka_conf import STREAM_PINNED, check_pinned
-from core.units import parse_duration_s
+from core.units import parse_duration_s, parse_size_bytes
 from core.windows import DEFAULT_WINDOWS, WindowSpec
 
 #: Spark master URLs Spark itself accepts (anything else fails only when the JVM starts).
@@ -36,6 +36,39 @@ class StreamConfig(StageConfig):
     highest: float = 3600.0
     checkpoint: str | None = None
     archive: str | None = None
+    # -- archive lifecycle (streaming/archive.py; docs/configuration.md) --
+    #: Whole dates of the archive older than this are removed. 35 days: the default
+    #: ``nines slo --since 30d``, a 31-day month and a few days' grace to run the report.
+    archive_retention: float = 35 * 86_400.0
+    #: Merge a closed hour's per-batch files into one file (24 a day per resolution).
+    archive_compact: bool = True
+    #: Also remove the oldest whole dates while the archive is larger than this (bytes; None:
+    #: no cap). Disk use grows with the probe partitions, the retention does not.
+    archive_max_size: int | None = None
+
+    @field_validator("archive_retention", mode="before")
+    @classmethod
+    def _archive_retention(cls, v: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, str | int | float):
+            raise ValueError("not a duration (use e.g. 35d, 720h)")
+        seconds = parse_duration_s(v)
+        if not 0 < seconds < float("inf"):
+            raise ValueError("must be > 0 and finite")
+        return seconds
+
+    @field_validator("archive_max_size", mode="before")
+    @classmethod
+    def _archive_max_size(cls, v: Any) -> int | None:
+        if v is None:
+            return None
+        if not isinstance(v, str | int) or isinstance(v, bool):
+            raise ValueError("not a size (use e.g. 8GiB)")
+        size = parse_size_bytes(v)
+        if size <= 0:
+            raise ValueError("must be > 0 (or null: no cap)")
+        return size
+
+    # -- end archive lifecycle --
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9464
     #: exporter-toolkit web config for /metrics (TLS, basic auth); None: plain HTTP

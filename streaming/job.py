@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.windows import WindowHistogram, with_rollups
 from streaming.closed import closed_windows
@@ -25,6 +25,9 @@ from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
 from streaming.histograms import windowed_histograms
 from streaming.sink import WindowSink
+
+if TYPE_CHECKING:
+    from streaming.archive import ArchiveWriter
 
 log = logging.getLogger("nines.stream")
 
@@ -181,6 +184,7 @@ class StreamJob:
         self.query: Any = None
         self.batches = 0
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._archive: ArchiveWriter | None = None  # made in the sink: it runs on the driver
         self._lock = threading.Lock()
 
     @property
@@ -210,10 +214,15 @@ class StreamJob:
     def _sink(self, df: Any, batch_id: int) -> None:
         windows, counters = closed_windows(df.toArrow(), self.layout, self.resolutions_us)
         windows = with_rollups(windows)
-        if self.config.archive:
-            from streaming.archive import write_windows
+        c = self.config
+        if c.archive:
+            if self._archive is None:
+                from streaming.archive import ArchiveWriter
 
-            write_windows(self.config.archive, batch_id, windows)
+                self._archive = ArchiveWriter(
+                    c.archive, c.archive_retention, c.archive_compact, c.archive_max_size
+                )
+            self._archive.write(batch_id, windows)
         if self.sink is not None:
             self.sink.update(windows, counters)
             self._health(self.sink)

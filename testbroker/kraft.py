@@ -280,7 +280,8 @@ class KafkaNode:
 
     def format(self, classpath: str, cluster: str, sasl_password: str | None) -> None:
         """kafka-storage format: the log dir joins cluster ``cluster`` (and the SCRAM user)."""
-        args = ["format", "-t", cluster, "-c", str(self.home / "server.properties")]
+        # "--cluster-id=ID": a base64url id may start with "-", which would read as an option
+        args = ["format", f"--cluster-id={cluster}", "-c", str(self.home / "server.properties")]
         if sasl_password is not None and self.voter:
             user = f"{SCRAM_MECHANISM}=[name={SCRAM_USER},password={sasl_password}]"
             args += ["--add-scram", user]

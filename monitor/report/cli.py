@@ -7,13 +7,14 @@ quantiles; a month's SLO is computed from a month's merged histogram, never from
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from pathlib import Path
 
 from core.config import ConfigError
 from core.units import parse_duration_s
 from monitor.report.curves import merge_curves, select
-from monitor.report.load import finest_resolution
+from monitor.report.load import finest_resolution, load_windows, skipped_note
 
 REPORT_EXAMPLES = """examples:
   nines report --archive /data/archive --out latency.png
@@ -57,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     s.add_argument("--sla", required=True, help="SLA file (see examples/sla.yaml)")
     s.add_argument("--since", default="30d", help="span ending now (default 30d)")
     s.add_argument("--resolution", default=None, help="archived resolution to read (finest)")
+    _skip_arg(s)
     s.set_defaults(func=run_slo)
 
 
@@ -69,6 +71,32 @@ def _archive_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", default=None)
     p.add_argument("--partition", default=None, help="a partition, or 'all' (default) to merge")
     p.add_argument("--kind", default="e2e", help="e2e (default), publish, send_lag, hiccup")
+    _skip_arg(p)
+
+
+def _skip_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="leave out archive files that cannot be read or hold inconsistent histograms, "
+        "with a warning naming each and a count on the output (default: refuse, exit 2)",
+    )
+
+
+def check_output(path: Path, field: str) -> None:
+    """Fail in one line, before any work, if ``path`` cannot be written."""
+    parent = path.parent
+    if path.is_dir():
+        raise ConfigError(f"{field}: {path} is a directory")
+    if not parent.exists():
+        raise ConfigError(f"{field}: directory {parent} does not exist")
+    if not parent.is_dir():
+        raise ConfigError(f"{field}: {parent} is not a directory")
+    try:
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".nines-write-check-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{field}: cannot write in {parent}: {exc.strerror or exc}") from None
 
 
 def _time_us(text: str | None, field: str) -> int | None:
@@ -92,32 +120,37 @@ def _time_us(text: str | None, field: str) -> int | None:
 def run_report(args: argparse.Namespace) -> int:
     """Merge the selected archived windows and plot them."""
     from monitor.report.plot import write_html, write_plot
-    from streaming.archive import export_hlog, read_windows
+    from streaming.archive import export_hlog
 
+    out = Path(args.out)
+    if out.suffix not in (".png", ".html"):
+        raise ConfigError("out: must end in .png or .html")
+    check_output(out, "out")
+    if args.hlog:
+        check_output(Path(args.hlog), "hlog")
     archive = Path(args.archive)
     resolution = args.resolution or finest_resolution(archive)
     start, end = _time_us(args.start, "from"), _time_us(args.end, "to")
-    windows = select(
-        read_windows(archive, resolution, start, end),
-        args.cluster,
-        args.topic,
-        args.partition,
-        args.kind,
-    )
+    read, bad = load_windows(archive, resolution, start, end, args.skip_bad, "report")
+    windows = select(read, args.cluster, args.topic, args.partition, args.kind)
     if not windows:
         raise ConfigError("archive: no windows match the selection")
     curves = merge_curves(windows, args.by, args.partition)
-    out = Path(args.out)
-    title = f"latency by percentile — {args.kind}, {resolution} windows merged ({len(windows)})"
-    if out.suffix == ".html":
-        write_html(curves, out, title)
-    elif out.suffix == ".png":
-        write_plot(curves, out, title)
-    else:
-        raise ConfigError("out: must end in .png or .html")
-    if args.hlog:
-        export_hlog(windows, args.hlog)
-    print(f"wrote {out} ({len(curves)} curves from {len(windows)} windows)")
+    title = (
+        f"latency by percentile — {args.kind}, {resolution} windows merged ({len(windows)})"
+        + skipped_note(bad)
+    )
+    try:
+        if out.suffix == ".html":
+            write_html(curves, out, title)
+        else:
+            write_plot(curves, out, title)
+        if args.hlog:
+            export_hlog(windows, args.hlog)
+    except OSError as exc:
+        name = exc.filename or out
+        raise ConfigError(f"out: cannot write {name}: {exc.strerror or exc}") from None
+    print(f"wrote {out} ({len(curves)} curves from {len(windows)} windows{skipped_note(bad)})")
     return 0
 
 
@@ -128,7 +161,6 @@ def run_slo(args: argparse.Namespace) -> int:
 
     from core.sla import load_sla
     from monitor.slo import attainment
-    from streaming.archive import read_windows
 
     sla = load_sla(args.sla)
     archive = Path(args.archive)
@@ -138,7 +170,7 @@ def run_slo(args: argparse.Namespace) -> int:
         raise ConfigError(f"since: {exc}") from None
     resolution = args.resolution or finest_resolution(archive)
     start = int((time.time() - since_s) * 1e6)
-    windows = read_windows(archive, resolution, start_us=start)
+    windows, bad = load_windows(archive, resolution, start, None, args.skip_bad, "slo")
     table = Table(title=f"SLO attainment, last {args.since}, from merged {resolution} histograms")
     for col in ("objective", "target", "samples", "attained", "met"):
         table.add_column(col)
@@ -151,4 +183,6 @@ def run_slo(args: argparse.Namespace) -> int:
         met = {None: "no data", True: "yes", False: "NO"}[r.get("met")]
         table.add_row(o.name, str(r.get("target", "")), f"{r['samples']:,}", shown, met)
     Console(width=120).print(table)
+    if bad:
+        print(skipped_note(bad).removeprefix("; "))
     return 0

@@ -1,16 +1,65 @@
-"""What a report reads from the histogram archive directory (the windows: ``streaming.archive``)."""
+"""What a report reads from the histogram archive: the resolution, the windows, the bad files.
+
+Files are chosen by path before any is opened (``streaming.archive.scan_windows``). A file that
+cannot be read, has another schema or holds an inconsistent histogram stops the command with
+one line naming it, unless the user passes ``--skip-bad``: then it is left out whole, named in a
+warning, and counted on the output itself (docs/configuration.md, "Bad archive files").
+"""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from core.config import ConfigError
-from core.windows import WindowSpec
+from core.units import parse_duration_s
+from core.windows import WindowHistogram
+from streaming.archive import ArchiveError, scan_windows
+
+SKIP_HINT = "move it away, or pass --skip-bad to leave it out with a warning"
 
 
 def finest_resolution(archive: Path) -> str:
-    """The finest resolution present in an archive."""
-    found = [d.name.split("=", 1)[1] for d in archive.glob("resolution=*") if d.is_dir()]
-    if not found:
+    """The finest resolution present in an archive (directories of other names are not ours)."""
+    spans = {}
+    for d in archive.glob("resolution=*"):
+        name = d.name.split("=", 1)[1]
+        try:
+            seconds = parse_duration_s(name)
+        except ValueError:
+            continue
+        if d.is_dir() and seconds > 0:
+            spans[name] = seconds
+    if not spans:
         raise ConfigError(f"archive: no windows under {archive}")
-    return WindowSpec.from_names(found).finest
+    return min(spans, key=lambda n: spans[n])
+
+
+def load_windows(
+    archive: Path,
+    resolution: str,
+    start_us: int | None,
+    end_us: int | None,
+    skip_bad: bool,
+    command: str,
+) -> tuple[list[WindowHistogram], list[ArchiveError]]:
+    """The windows of the span and the files left out; a bad file is a ConfigError unless skipped.
+
+    Each skipped file is one warning line on stderr (``nines COMMAND: warning: ...``).
+    """
+    try:
+        read = scan_windows(archive, resolution, start_us, end_us, skip_bad=skip_bad)
+    except ArchiveError as exc:
+        raise ConfigError(f"archive: {exc}; {SKIP_HINT}") from None
+    for bad in read.bad:
+        print(f"nines {command}: warning: archive: skipped {bad}", file=sys.stderr)
+    return read.windows, read.bad
+
+
+def skipped_note(bad: Sequence[ArchiveError]) -> str:
+    """What the output itself says about skipped files ('' when none were)."""
+    if not bad:
+        return ""
+    files = "file" if len(bad) == 1 else "files"
+    return f"; {len(bad)} bad archive {files} skipped, their windows left out"

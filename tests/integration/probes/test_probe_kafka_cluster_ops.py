@@ -24,10 +24,12 @@ from probes import ProbeAgent, ProbeConfig
 from testbroker import EmbeddedBroker
 
 
-def until(check: Callable[[], bool], timeout_s: float = 60.0) -> None:
+def until(
+    check: Callable[[], bool], timeout_s: float = 60.0, why: Callable[[], object] = str
+) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
+        assert time.monotonic() < deadline, f"condition not met in time: {why()}"
         time.sleep(0.1)
 
 
@@ -63,10 +65,16 @@ def test_manage_topic_creates_topics_and_covers_a_joining_broker(require_kafka_j
             until(lambda: agent.stats()["brokers"] == 3)
             # CreatePartitions: a partition for the new broker, led by it, probed
             until(lambda: len(topics(cluster)[probe_topic].partitions) == 3)
-            until(lambda: agent.partitions == [0, 1, 2] and agent.stats()["brokers_unprobed"] == 0)
+            until(
+                lambda: agent.partitions == [0, 1, 2] and agent.stats()["brokers_unprobed"] == 0,
+                why=lambda: (agent.partitions, agent.stats()),
+            )
             leaders = {p.id: p.leader for p in topics(cluster)[probe_topic].partitions.values()}
             assert leaders[2] == 3, leaders
-            until(lambda: agent.stats()["partitions"].get(2, {}).get("received", 0) >= RATE)
+            until(
+                lambda: agent.stats()["partitions"].get(2, {}).get("received", 0) >= RATE,
+                why=lambda: agent.stats(),
+            )
             assert agent.stats()["admin_errors"] == {}
         finally:
             agent.stop()

@@ -1,0 +1,112 @@
+"""SASL_SSL (SCRAM-SHA-512) end to end on Apache Kafka: the probe and the stream job
+authenticate through their ``kafka:`` settings, as an operator writes them in the config file;
+a wrong password or an untrusted certificate is one line, exit 2, and no secret printed.
+
+``nines broker --engine kafka --sasl`` makes the listener's CA, user and password at start and
+names a client config (``ctl sasl``) whose password is a ``file:`` reference.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka_cluster import producer
+from probe_runs import records_of
+
+from core.echo import Echo, encode_record
+from streaming.archive import read_windows
+from testbroker import EmbeddedBroker
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def sasl_kafka(require_kafka_jars: None) -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(engine="kafka", brokers=1, sasl=True) as cluster:
+        yield cluster
+
+
+def nines(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "monitor", *args], capture_output=True,
+                          text=True, timeout=timeout_s, cwd=ROOT)  # fmt: skip
+
+
+def test_probe_and_stream_authenticate_with_scram_over_tls(
+    sasl_kafka: EmbeddedBroker, tmp_path: Path
+) -> None:
+    bootstrap, config = sasl_kafka.sasl_client()
+    password = (config.parent / "password").read_text().strip()
+    probe = nines("probe", "--bootstrap", bootstrap, "--config", str(config), "--probe-id",
+                  "sasl", "--cluster", "sasl", "--rate", "50", "--duration", "3s",
+                  "--metrics-port", "0")  # fmt: skip
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    assert password not in probe.stdout + probe.stderr
+    echoes, _ = records_of(sasl_kafka.bootstrap, "sasl")  # read back over the plain listener
+    assert len(echoes) >= 140 and not [e for e in echoes if e.lost]
+
+    end_us = max(e.intended_us for e in echoes) + 120_000_000  # closes every window
+    prod = producer(sasl_kafka.bootstrap)
+    prod.produce("nines.echoes", value=encode_record(
+        Echo("p", "pusher", "pusher", 0, 1, 0, 1, end_us, end_us, None, end_us + 1)))  # fmt: skip
+    prod.flush()
+    archive, log = tmp_path / "archive", tmp_path / "stream.log"
+    with log.open("wb") as err:
+        stream = subprocess.Popen(
+            [sys.executable, "-m", "monitor", "stream", "--bootstrap", bootstrap, "--config",
+             str(config), "--windows", "10s", "--watermark", "1s", "--trigger", "500ms",
+             "--starting-offsets", "earliest", "--archive", str(archive), "--metrics-port", "0",
+             "--master", "local[2]"],
+            stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert stream.poll() is None, log.read_text()[-3000:]
+            got = sum(w.hist.total for w in read_windows(archive) if w.series.cluster == "sasl"
+                      and w.series.kind == "e2e" and w.series.partition == "all"
+                      and not w.series.broker and w.resolution == "10s")  # fmt: skip
+            if got == len(echoes):
+                break
+            assert time.monotonic() < deadline, f"{got} of {len(echoes)} echoes archived"
+            time.sleep(1)
+        stream.send_signal(signal.SIGTERM)
+        assert stream.wait(60) == 0
+    finally:
+        if stream.poll() is None:
+            stream.kill()
+    assert password not in log.read_text()
+
+
+def test_a_wrong_password_or_an_untrusted_ca_is_one_line_and_exit_2(
+    sasl_kafka: EmbeddedBroker, tmp_path: Path
+) -> None:
+    from tls_material import make_tls
+
+    bootstrap, config = sasl_kafka.sasl_client()
+    password = (config.parent / "password").read_text().strip()
+    wrong = tmp_path / "wrong-password"
+    wrong.write_text("not-the-password-5c1e7\n")
+    other_ca = make_tls(tmp_path / "other").ca  # a CA that signed nothing of the broker's
+    text = config.read_text()
+    cases = {
+        "SASL authentication error": text.replace(str(config.parent / "password"), str(wrong)),
+        "certificate verify failed": text.replace(str(config.parent / "ca.crt"), str(other_ca)),
+    }
+    for expect, body in cases.items():
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(body)
+        for argv in (["probe", "--rate", "10", "--duration", "2s", "--metrics-port", "0"],
+                     ["stream", "--metrics-port", "0"]):  # fmt: skip
+            run = nines(argv[0], "--bootstrap", bootstrap, "--config", str(bad), *argv[1:])
+            lines = run.stderr.strip().splitlines()
+            assert run.returncode == 2 and len(lines) == 1, (argv[0], run.stderr[-2000:])
+            assert lines[0].startswith(f"nines {argv[0]}: error: bootstrap: {bootstrap}: ")
+            assert expect in lines[0], lines[0]
+            for secret in (password, "not-the-password-5c1e7"):
+                assert secret not in run.stdout + run.stderr
