@@ -93,7 +93,7 @@ class PartitionPlanner:
         probed from now on), unless the probe's total rate would pass its hard limit.
         """
         self.observe(survey)
-        new = sorted(p for p in survey.leaders if p not in self.leaders)
+        new = sorted(p for p in survey.leaders if p not in self.partitions)
         total = len(self.partitions) + len(new)
         if new and self.rate_per_s * total > MAX_TOTAL_RATE:
             log.warning(
@@ -124,7 +124,9 @@ class PartitionPlanner:
         seen = transport.leaders()
         if seen is not None:
             with self._lock:
-                follow(self.leaders, seen)
+                # only the probed partitions: a new one enters through grow() (which reads
+                # back first), never through a refresh that saw it first
+                follow(self.leaders, {p: b for p, b in seen.items() if p in self.leaders})
 
 
 # -- topic management (``--manage-topic``): pure decisions, made from a kafkautil Survey --------

@@ -86,6 +86,22 @@ def test_planner_warns_once_about_idle_brokers_and_follows_moves_in_place(
     assert held == {0: 2, 1: 1} and planner.leaders is held
 
 
+def test_a_partition_a_refresh_sees_first_is_still_grown() -> None:
+    """CreatePartitions, then a leader refresh that sees the new partition before the next
+    survey (seen on Apache Kafka under load): the survey must still hand it over to probe."""
+    from kafkautil.admin import Survey
+
+    transport: Any = Layouts(Layout({0: 1, 1: 2}, frozenset({1, 2})), [{0: 1, 1: 2, 2: 3}])
+    planner = PartitionPlanner("nines.probe", 100, threading.Lock())
+    planner.discover(transport)
+    planner.refresh(transport)  # partition 2 exists now, led by the broker that joined
+    assert planner.partitions == [0, 1] and 2 not in planner.leaders
+    survey = Survey("nines.probe", frozenset({1, 2, 3}), {0: 1, 1: 2, 2: 3},
+                    {0: [1], 1: [2], 2: [3]})  # fmt: skip
+    assert planner.grow(survey) == [2]
+    assert planner.partitions == [0, 1, 2] and planner.leaders[2] == 3
+
+
 # -- echo publisher ----------------------------------------------------------------------------
 
 
