@@ -1,8 +1,9 @@
-"""The end-to-end floor at 1,000 msgs/s on both test brokers, side by side, in one run.
+"""The end-to-end floor at 1,000 msgs/s on Apache Kafka and the test brokers, in one run.
 
-``python -m bench.floor`` (``python -m bench.run --only floor``) probes librdkafka's mock
-cluster and then Tansu (``nines broker --engine tansu``), each a fresh ``EmbeddedBroker`` of
-one broker with the same topics, with the same ``python -m monitor probe`` command: 1,000
+``python -m bench.floor`` (``python -m bench.run --only floor``) probes Apache Kafka (``nines
+broker --engine kafka``) with one broker and replication factor 1, then with three brokers,
+replication factor 3 and ``acks=all`` (the probe's default), then librdkafka's mock cluster and
+Tansu, each a fresh ``EmbeddedBroker`` with the same ``python -m monitor probe`` command: 1,000
 messages/s of 1 KiB in total over 3 partitions, no injected RTT. The end-to-end latency
 ``received_us - intended_us`` of every echo intended in the measured interval (after a warm-up)
 is the floor of what the probe can measure on that broker; its exact nearest-rank p50, p99,
@@ -42,9 +43,15 @@ SIZE = 1024
 PROBE_TOPIC = "nines.probe"
 ECHO_TOPIC = "nines.echoes"
 ECHO_PARTITIONS = 2
-#: Both engines get exactly these: one broker, the same topics.
+#: Every run gets these topics; ``kafka-3`` replicates them on three brokers.
 TOPICS = ((PROBE_TOPIC, PARTITIONS), (ECHO_TOPIC, ECHO_PARTITIONS))
-ENGINES = ("mock", "tansu")
+#: Run name -> (engine, brokers, replication factor or None for the engine's own).
+ENGINES: dict[str, tuple[str, int, int | None]] = {
+    "kafka": ("kafka", 1, 1),
+    "kafka-3": ("kafka", 3, 3),
+    "mock": ("mock", 1, None),
+    "tansu": ("tansu", 1, None),
+}
 #: e2e quantiles are also reported per slice of this much intended time.
 SLICE_US = 5_000_000
 #: (extra ``probe.kafka`` settings) per pair of runs; the probe's consumer waits 10 ms by default.
@@ -184,17 +191,27 @@ class EchoReader(threading.Thread):
 
 
 def run_engine(
-    engine: str, kafka: dict[str, str], workdir: Path, warmup_s: float, measure_s: float
+    name: str, kafka: dict[str, str], workdir: Path, warmup_s: float, measure_s: float
 ) -> dict[str, Any]:
-    """One probe process at RATE_TOTAL msgs/s against a fresh one-broker ``engine``."""
+    """One probe process at RATE_TOTAL msgs/s against a fresh cluster (``ENGINES[name]``)."""
     from testbroker import EmbeddedBroker
 
-    probe_id = f"floor-{engine}-{len(kafka)}"
+    engine, brokers, rf = ENGINES[name]
+    topics = [(t, p) if rf is None else (t, p, rf) for t, p in TOPICS]
+    probe_id = f"floor-{name}-{len(kafka)}"
     config = workdir / f"{probe_id}.yaml"
     config.write_text(json.dumps({"probe": {"kafka": kafka}}))  # JSON is YAML
     tail_s = 3.0
     run_s = warmup_s + measure_s + tail_s
-    with EmbeddedBroker(engine=engine, brokers=1, topics=TOPICS) as broker:  # type: ignore[arg-type]
+    cluster = EmbeddedBroker(engine=engine, brokers=brokers, topics=topics)  # type: ignore[arg-type]
+    with cluster as broker:
+        # the broker's CPU: every process serving it (Kafka: one JVM per broker)
+        pids = [broker.pid] if engine != "kafka" else [
+            broker.broker_pid(b) for b in range(1, brokers + 1)]  # fmt: skip
+
+        def broker_cpu_s() -> float:
+            return sum(cpu_s(pid) for pid in pids)
+
         reader = EchoReader(broker.bootstrap)
         reader.start()
         cmd = probe_argv(
@@ -210,11 +227,11 @@ def run_engine(
                 raise RuntimeError(f"probe did not start: {' | '.join(log[-5:])}")
             time.sleep(warmup_s)
             w0_us = time.time_ns() // 1000
-            cpu0 = {"probe": cpu_s(proc.pid), "broker": cpu_s(broker.pid)}
+            cpu0 = {"probe": cpu_s(proc.pid), "broker": broker_cpu_s()}
             t0 = time.monotonic()
             w1_us = w0_us + int(measure_s * 1e6)  # whole slices; the sleep ends a bit later
             time.sleep(measure_s)
-            cpu1 = {"probe": cpu_s(proc.pid), "broker": cpu_s(broker.pid)}
+            cpu1 = {"probe": cpu_s(proc.pid), "broker": broker_cpu_s()}
             cpu_wall_s = time.monotonic() - t0
             load = os.getloadavg()[0]
             code = proc.wait(tail_s + 60)
@@ -228,6 +245,8 @@ def run_engine(
     unresolved = summary_totals("\n".join(log)).get("unresolved")
     return {
         "engine": engine,
+        "brokers": brokers,
+        "replication_factor": rf,
         "kafka_settings": kafka,
         "rate_total_per_s": RATE_TOTAL,
         "partitions": PARTITIONS,
@@ -267,7 +286,8 @@ def run_floor(quick: bool = False, workdir: Path | None = None) -> dict[str, Any
         "method": (
             f"one `python -m monitor probe` process per run, {RATE_TOTAL:,} msgs/s of {SIZE} B "
             f"in total over {PARTITIONS} partitions, against a fresh one-broker `nines broker` "
-            f"of each engine in turn (same topics, no injected RTT); exact nearest-rank "
+            f"of each engine in turn (same topics; kafka-3: three brokers, replication factor 3, "
+            f"acks=all; no injected RTT); exact nearest-rank "
             f"quantiles of received_us - intended_us over every echo intended in the middle "
             f"{measure_s:g} s after a {warmup_s:g} s warm-up"
         ),

@@ -68,11 +68,12 @@ def test_summary_counts_missing_duplicates_lost_and_takes_exact_quantiles() -> N
     assert s["e2e_us"] is not None and s["e2e_us"]["max"] == 30_000_000
 
 
-def test_one_run_measures_both_engines_with_the_same_settings() -> None:
-    assert set(ENGINES) == {"mock", "tansu"} and {} in SETTINGS
+def test_one_run_measures_every_engine_with_the_same_settings() -> None:
+    assert set(ENGINES) == {"kafka", "kafka-3", "mock", "tansu"} and {} in SETTINGS
+    assert ENGINES["kafka"] == ("kafka", 1, 1) and ENGINES["kafka-3"] == ("kafka", 3, 3)
     assert "floor" in PARTS and "floor" in RUNNERS
     keys = [run_key(e, k) for k in SETTINGS for e in ENGINES]
-    assert keys[:2] == ["mock", "tansu"] and len(set(keys)) == len(keys)
+    assert keys[:4] == ["kafka", "kafka-3", "mock", "tansu"] and len(set(keys)) == len(keys)
 
 
 RESULT = {
@@ -123,4 +124,4 @@ def test_report_puts_both_brokers_side_by_side(tmp_path: Path) -> None:
     assert "fetch.wait" not in head  # the headline compares the defaults only
     assert "not measured (no result file)" in headline_floor({})
     doc = render({"floor": RESULT}, tmp_path / "img", tmp_path / "benchmarks.md")
-    assert "## End-to-end floor: the mock and Tansu side by side" in doc and "| tansu |" in doc
+    assert "## End-to-end floor: Apache Kafka, the mock and Tansu side by side" in doc and "| tansu |" in doc
