@@ -3,7 +3,7 @@
 from dashboards.common import TOPIC, count_timeseries, latency_timeseries
 
 ROW = "SLO over the time range (histogram buckets)"
-BUCKETS = f'nines_latency_histogram_seconds_bucket{{{TOPIC}, kind="e2e"}}'
+BUCKETS = f'nines_latency_classic_seconds_bucket{{{TOPIC}, kind="e2e"}}'
 
 
 def panels() -> list[object]:
@@ -26,8 +26,8 @@ def panels() -> list[object]:
             "Share of messages under 50 ms",
             [
                 (
-                    f'sum(increase(nines_latency_histogram_seconds_bucket{{{TOPIC}, kind="e2e", '
-                    f'le="0.05"}}[$__range])) / sum(increase(nines_latency_histogram_seconds_count'
+                    f'sum(increase(nines_latency_classic_seconds_bucket{{{TOPIC}, kind="e2e", '
+                    f'le="0.05"}}[$__range])) / sum(increase(nines_latency_classic_seconds_count'
                     f'{{{TOPIC}, kind="e2e"}}[$__range]))',
                     "under 50 ms",
                 )

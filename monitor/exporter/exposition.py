@@ -96,7 +96,7 @@ BROKER_WINDOW_FAMILIES: tuple[tuple[str, str, str], ...] = (
         "lost",
     ),
 )
-HISTOGRAM = "nines_latency_histogram_seconds"
+HISTOGRAM = "nines_latency_classic_seconds"
 HISTOGRAM_HELP = "Latency of every closed window of the finest resolution, cumulative since start."
 
 #: StreamCounters field → (counter family, help, labels), in exposition order; every field of
@@ -163,7 +163,7 @@ def _escape(value: str) -> str:
 def _labels(pairs: Mapping[str, str], extra: str | None = None) -> str:
     """``name="value",…`` sorted by name, as prometheus_client writes them.
 
-    With ``extra`` (a label whose value varies per line: ``quantile``, ``le``) the result is a
+    With ``extra`` (a label whose value varies per line: ``q``, ``le``) the result is a
     ``str.format`` template with ``{}`` in that label's place.
     """
     if extra is None:
@@ -209,7 +209,7 @@ def peak_lines(
     """The series' held peak lines at one resolution: the max's, and the quantiles'."""
     name = _family_names(s)
     pairs = {**_series_pairs(s), "window": resolution}
-    lv, lq = _labels(pairs), _labels(pairs, extra="quantile")
+    lv, lq = _labels(pairs), _labels(pairs, extra="q")
     max_us = peak[0]
     assert max_us is not None
     return (
@@ -229,7 +229,7 @@ def render_window(
     s = w.series
     name = _family_names(s)
     pairs = {**_series_pairs(s), "window": w.resolution}
-    lv, lq = _labels(pairs), _labels(pairs, extra="quantile")
+    lv, lq = _labels(pairs), _labels(pairs, extra="q")
     held = peak_lines(s, w.resolution, peak, quantile_texts) if peak is not None else ("", "")
     return WindowLines(
         _value_lines(name["quantiles"], lv, lq, values, quantile_texts),

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("nines.exporter")
 
-#: ``le`` boundaries (seconds) of ``nines_latency_histogram_seconds`` (the SLA's layout).
+#: ``le`` boundaries (seconds) of ``nines_latency_classic_seconds`` (the SLA's layout).
 DEFAULT_LE: tuple[float, ...] = BUCKET_BOUNDARIES_S
 #: Distinct (cluster, topic, partition or broker) series the exporter keeps: 10,000 probe
 #: partitions plus their topics' merged series, the brokers' and the probes' own (hiccup) rows,
