@@ -1,0 +1,169 @@
+"""The protobuf exposition: the same samples as the text format, served to whoever asks for it.
+
+Decoded by ``tests/promproto_decode.py`` (written from metrics.proto, independent of the
+encoder); tests/e2e/test_native_histograms_e2e.py has a real Prometheus read both endpoints.
+"""
+
+from __future__ import annotations
+
+import gzip
+import urllib.request
+
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from promproto_decode import families, native_buckets, samples
+
+from core import promproto
+from core.hdr import HdrLayout, SparseHistogram
+from core.windows import SeriesKey, WindowHistogram, with_rollups
+from monitor.exporter import LatencyExporter
+from monitor.exporter.exposition import NATIVE
+from monitor.exporter.native import rebin
+from probes.metrics import serve
+
+LAYOUT = HdrLayout()
+PROMETHEUS_ACCEPT = (
+    "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,"
+    "application/openmetrics-text;version=1.0.0;q=0.8,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
+
+
+def text_samples(body: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): float(s.value)
+        for fam in text_string_to_metric_families(body.decode())
+        for s in fam.samples
+    }
+
+
+def cell(partition: str, broker: str, kind: str, values: np.ndarray, end_s: int = 10):  # type: ignore[no-untyped-def]
+    return WindowHistogram(
+        "10s",
+        (end_s - 10) * 1_000_000,
+        end_s * 1_000_000,
+        SeriesKey("c", 't"q', partition, kind, broker),
+        SparseHistogram.from_values(LAYOUT, values),
+        3 if kind == "e2e" else 0,
+    )
+
+
+def exporter(sent: list[WindowHistogram] | None = None) -> LatencyExporter:
+    """An exporter fed two batches of partition windows (``sent`` gets them) with rollups."""
+    rng = np.random.default_rng(5)
+    exp = LatencyExporter(finest_resolution="10s")
+    for end_s in (10, 20):
+        cells = [
+            cell(p, b, kind, rng.lognormal(8, 1, 3_000).astype(int), end_s)
+            for p, b in (("0", "1"), ("1", "2"))
+            for kind in ("e2e", "publish")
+        ]
+        if sent is not None:
+            sent += cells
+        exp.update(with_rollups(cells))
+    exp.set_pipeline_health(0.5, 1000.0, 3.0, 42, 1_800_000_000.0)
+    return exp
+
+
+def test_the_exporters_protobuf_body_has_the_text_bodys_samples() -> None:
+    exp = exporter()
+    pb, text = exp.exposition_protobuf(), exp.exposition()
+    assert samples(pb) == text_samples(text)
+    assert exp.exposition_protobuf() is pb  # cached until something changes
+    names = [f["name"] for f in families(pb)]
+    assert len(names) == len(set(names))  # one message per family
+    assert "nines_latency_native_seconds" in names and "nines_echoes_total" in names
+
+
+def test_the_native_histogram_is_the_merged_hdr_rebinned() -> None:
+    sent: list[WindowHistogram] = []
+    exp = exporter(sent)
+    (fam,) = [f for f in families(exp.exposition_protobuf()) if f["name"] == NATIVE]
+    assert fam["type"] == promproto.HISTOGRAM
+    assert len(fam["metric"]) == 2  # per topic and kind (partition="all"), as the classic one
+    for m in fam["metric"]:
+        labels = {p["name"]: p["value"] for p in m["label"]}
+        assert labels["partition"] == "all"
+        h = m["histogram"]
+        mine = [w.hist for w in sent if w.series.kind == labels["kind"]]
+        merged = mine[0]
+        for other in mine[1:]:
+            merged = merged.merge(other)
+        expected = rebin(merged)
+        assert h["schema"] == expected.schema
+        assert h.get("zero_count", 0) == expected.zero_count and h["zero_threshold"] > 0
+        assert native_buckets(h) == dict(
+            zip(expected.index.tolist(), expected.count.tolist(), strict=True)
+        )
+        assert h["sample_count"] == merged.total == 12_000  # 2 batches x 2 partitions x 3,000
+        assert h["sample_sum"] == pytest.approx(merged.sum_us / 1e6)
+        assert "bucket" not in h  # no classic buckets: Prometheus keeps it native
+
+
+def test_the_probes_protobuf_body_has_the_text_bodys_samples() -> None:
+    stats = dict.fromkeys(
+        ("sent", "acked", "received", "lost", "late_after_loss", "duplicates", "out_of_order"), 4
+    )
+    snap = {
+        "cluster": "c",
+        "topic": "t",
+        "partitions": {0: {**stats, "send_errors": {"timeout": 1}}},
+        "leaders": {0: 1},
+        "in_flight": 2,
+        "echo_dropped": 0,
+        "arrivals_dropped": 0,
+        "echo_buffered": 3,
+        "hiccup_max_us": 1_500,
+        "brokers": 2,
+        "brokers_unprobed": 0,
+        "admin_errors": {},
+    }
+    server = serve(lambda: snap, "127.0.0.1", 0)
+    try:
+        url = f"http://127.0.0.1:{server.port}/metrics"
+        text = urllib.request.urlopen(url, timeout=10).read()
+        req = urllib.request.Request(url, headers={"Accept": PROMETHEUS_ACCEPT})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.headers["Content-Type"] == promproto.CONTENT_TYPE
+            pb = r.read()
+    finally:
+        server.close()
+    assert samples(pb) == text_samples(text)
+
+
+@pytest.mark.parametrize(
+    ("accept", "protobuf"),
+    [
+        (PROMETHEUS_ACCEPT, True),
+        ("", False),
+        ("text/plain;version=0.0.4", False),
+        ("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily", False),
+        (
+            "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+            "encoding=delimited;q=0.2,text/plain;q=0.5",
+            False,
+        ),
+        ("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+         "encoding=text", False),
+    ],
+)  # fmt: skip
+def test_content_negotiation(accept: str, protobuf: bool) -> None:
+    assert promproto.wants_protobuf(accept) is protobuf
+
+
+def test_each_format_is_gzipped_once_and_served_with_its_type() -> None:
+    exp = exporter()
+    server = exp.serve("127.0.0.1", 0)
+    try:
+        url = f"http://127.0.0.1:{server.port}/metrics"
+        got = {}
+        for accept in (PROMETHEUS_ACCEPT, "text/plain", PROMETHEUS_ACCEPT):
+            req = urllib.request.Request(url, headers={"Accept": accept, "Accept-Encoding": "gzip"})
+            with urllib.request.urlopen(req, timeout=10) as r:
+                got.setdefault(r.headers["Content-Type"], []).append(gzip.decompress(r.read()))
+        cached = dict(server._gzipped)
+    finally:
+        server.close()
+    assert got[promproto.CONTENT_TYPE] == [exp.exposition_protobuf()] * 2
+    assert got["text/plain; version=0.0.4; charset=utf-8"] == [exp.exposition()]
+    assert cached[promproto.CONTENT_TYPE][0] is exp.exposition_protobuf()
