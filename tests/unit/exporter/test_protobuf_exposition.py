@@ -167,3 +167,44 @@ def test_each_format_is_gzipped_once_and_served_with_its_type() -> None:
     assert got[promproto.CONTENT_TYPE] == [exp.exposition_protobuf()] * 2
     assert got["text/plain; version=0.0.4; charset=utf-8"] == [exp.exposition()]
     assert cached[promproto.CONTENT_TYPE][0] is exp.exposition_protobuf()
+
+
+@pytest.mark.parametrize("n", [0, 1, 127, 128, 300, 2**31 - 1, 2**32, 2**63 - 1])
+def test_varints_and_zigzag_decode_back(n: int) -> None:
+    from promproto_decode import _unzigzag, _varint
+
+    assert _varint(promproto.varint(n), 0) == (n, len(promproto.varint(n)))
+    for signed in (n, -n, -n - 1):
+        if -(2**63) <= signed < 2**63:
+            assert _unzigzag(promproto.zigzag(signed)) == signed
+
+
+def test_an_empty_native_histogram_still_reads_as_native() -> None:
+    """No observation yet: the spec's no-op span and a nonzero zero threshold say "native"."""
+    from promproto_decode import decode
+
+    msg = promproto.native_histogram(promproto.labels({"a": "b"}), 0, 0.0, 8, 2.0**-128, 0, [], [])
+    body = b"".join(promproto.family(promproto.family_head("h", "x", promproto.HISTOGRAM), [msg]))
+    (fam,) = families(body)
+    h = fam["metric"][0]["histogram"]
+    assert h["positive_span"] == [{"offset": 0, "length": 0}]
+    assert h["zero_threshold"] > 0 and h["schema"] == 8
+    assert decode("LabelPair", promproto.label("q", "0.5")[2:]) == {"name": "q", "value": "0.5"}
+
+
+def test_prometheus_client_histograms_and_untyped_families_encode() -> None:
+    from prometheus_client.core import HistogramMetricFamily, UnknownMetricFamily
+
+    hist = HistogramMetricFamily("h_seconds", "x", labels=["a"])
+    hist.add_metric(["1"], [("0.1", 2), ("1.0", 5), ("+Inf", 7)], 3.5)
+    unknown = UnknownMetricFamily("u", "y", value=4.0)
+    body = promproto.encode_families([hist, unknown])
+    assert samples(body) == {
+        ("h_seconds_bucket", (("a", "1"), ("le", "0.1"))): 2.0,
+        ("h_seconds_bucket", (("a", "1"), ("le", "1.0"))): 5.0,
+        ("h_seconds_bucket", (("a", "1"), ("le", "+Inf"))): 7.0,
+        ("h_seconds_count", (("a", "1"),)): 7.0,
+        ("h_seconds_sum", (("a", "1"),)): 3.5,
+        ("u", ()): 4.0,
+    }
+    assert [f["type"] for f in families(body)] == [promproto.HISTOGRAM, promproto.UNTYPED]
