@@ -91,7 +91,7 @@ class NativeBuckets:
                 spans.append((i - prev_end if spans else i, 1))
             prev_end = i + 1
         counts = self.count.tolist()
-        deltas = [c - p for c, p in zip(counts, [0, *counts[:-1]], strict=True)]
+        deltas = [c - p for c, p in zip(counts, [0, *counts], strict=False)]
         return spans, deltas
 
 

@@ -144,3 +144,9 @@ def test_spans_and_deltas_describe_the_buckets() -> None:
     spans, deltas = b.spans_and_deltas()
     assert spans == [(-3, 2), (6, 3), (12, 1)]
     assert deltas == [1, 3, -2, 0, 7, -8]
+
+
+def test_only_zeros_fill_the_zero_bucket_and_no_span() -> None:
+    b = rebin(SparseHistogram.from_values(LAYOUT, [0, 0, 0]))
+    assert (b.zero_count, b.index.size) == (3, 0)
+    assert b.spans_and_deltas() == ([], [])

@@ -208,3 +208,14 @@ def test_prometheus_client_histograms_and_untyped_families_encode() -> None:
         ("u", ()): 4.0,
     }
     assert [f["type"] for f in families(body)] == [promproto.HISTOGRAM, promproto.UNTYPED]
+
+
+def test_a_series_of_zeros_only_is_a_native_histogram_of_its_zero_bucket() -> None:
+    """A hiccup series can be all 0 µs: only the zero bucket, and the no-op span."""
+    exp = LatencyExporter(finest_resolution="10s")
+    zeros = SparseHistogram.from_values(LAYOUT, [0] * 5)
+    exp.update([WindowHistogram("10s", 0, 10_000_000, SeriesKey("c", "", "all", "hiccup"), zeros)])
+    (fam,) = [f for f in families(exp.exposition_protobuf()) if f["name"] == NATIVE]
+    h = fam["metric"][0]["histogram"]
+    assert (h["sample_count"], h["zero_count"], native_buckets(h)) == (5, 5, {})
+    assert samples(exp.exposition_protobuf()) == text_samples(exp.exposition())
