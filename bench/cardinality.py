@@ -2,8 +2,11 @@
 
 Fills a ``LatencyExporter`` with ``--series`` (cluster, topic, partition) probe partitions, three
 kinds each, at three resolutions, as a full stream job would (plus the topics' merged series),
-then scrapes /metrics over HTTP as Prometheus does (``Accept-Encoding: gzip``). Every series gets
-its own latency distribution, so the gzip ratio is not flattered by repeated values.
+then scrapes /metrics over HTTP as Prometheus does (``Accept-Encoding: gzip``), in the text
+format and in the protobuf format (what a Prometheus with native histograms on asks for, for
+every family). Every series gets its own latency distribution, so the gzip ratio is not
+flattered by repeated values. CPU is ``time.process_time()`` (server and client threads of this
+process), so a loaded machine's other work is not counted.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from bench.machine import write_result
+from core import promproto
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
 from monitor.exporter import LatencyExporter
@@ -56,13 +60,24 @@ def _windows(
     return out
 
 
-def _scrape(port: int, accept_gzip: bool) -> tuple[float, float, int]:
+#: What Prometheus 2.42 with native histograms on sends.
+PROTOBUF_ACCEPT = (
+    "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,"
+    "text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
+
+
+def _scrape(port: int, accept_gzip: bool, protobuf: bool = False) -> tuple[float, float, int]:
     """One GET /metrics: seconds until the last byte, CPU seconds (server and client), bytes."""
     headers = {"Accept-Encoding": "gzip"} if accept_gzip else {}
+    if protobuf:
+        headers["Accept"] = PROTOBUF_ACCEPT
     request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers=headers)
     started, cpu = time.perf_counter(), time.process_time()
     with urllib.request.urlopen(request, timeout=120) as response:
         data = response.read()
+        if protobuf:
+            assert response.headers["Content-Type"] == promproto.CONTENT_TYPE
     return time.perf_counter() - started, time.process_time() - cpu, len(data)
 
 
@@ -97,8 +112,11 @@ def measure(
     started, cpu = time.perf_counter(), time.process_time()
     body = exporter.exposition()
     render_s, render_cpu_s = time.perf_counter() - started, time.process_time() - cpu
+    cpu = time.process_time()
+    body_pb = exporter.exposition_protobuf()
+    render_pb_cpu_s = time.process_time() - cpu
     server = exporter.serve(port=0)
-    gzip_runs, plain_runs = [], []
+    gzip_runs, plain_runs, pb_runs = [], [], []
     try:
         for _ in range(scrapes):
             # each scrape follows a batch of 10 s windows, as a live job's do: the cost of
@@ -107,6 +125,8 @@ def measure(
             gzip_runs.append(_scrape(server.port, True))
             exporter.update(batches[0])
             plain_runs.append(_scrape(server.port, False))
+            exporter.update(batches[0])
+            pb_runs.append(_scrape(server.port, True, protobuf=True))
     finally:
         server.close()
     return {
@@ -130,6 +150,11 @@ def measure(
         "scrape_plain_s": _median([t for t, _, _ in plain_runs]),
         "scrape_plain_cpu_s": _median([c for _, c, _ in plain_runs]),
         "scrape_plain_mb": plain_runs[-1][2] / 1e6,
+        "render_pb_cpu_s": render_pb_cpu_s,
+        "body_pb_mb": len(body_pb) / 1e6,
+        "scrape_pb_gzip_s": _median([t for t, _, _ in pb_runs]),
+        "scrape_pb_gzip_cpu_s": _median([c for _, c, _ in pb_runs]),
+        "scrape_pb_gzip_mb": pb_runs[-1][2] / 1e6,
         "scrapes": scrapes,
         "gzip_levels": _gzip_levels(body),
         "families": _family_bytes(body),

@@ -18,7 +18,7 @@ from core.hdr import REPORTED_QUANTILES
 from core.units import format_duration, parse_duration_s
 from core.windows import DEFAULT_WINDOWS
 
-#: ``le`` boundaries (seconds) of ``nines_latency_histogram_seconds``: 1-2.5-5 steps, 100 µs to
+#: ``le`` boundaries (seconds) of ``nines_latency_classic_seconds``: 1-2.5-5 steps, 100 µs to
 #: 1 h. The SLA owns them (burn-rate thresholds must be one of them); the exporter renders them.
 BUCKET_BOUNDARIES_S: tuple[float, ...] = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,

@@ -16,6 +16,9 @@ client that connects and sends nothing stalls every scrape and the shutdown. Her
   busy for ``RENDER_WAIT_S`` is answered ``503`` with ``Retry-After``. Writing happens after a
   render's slot is released, so a slow reader holds a connection, never a renderer;
 - the same body (the same ``bytes`` object: the exporter caches it) is compressed once;
+- a scraper whose ``Accept`` asks for the delimited protobuf format (``core.promproto``: how
+  native histograms reach Prometheus) gets the ``protobuf`` body when the server has one, through
+  the same renderers and the same compression cache; any other scraper gets the text format;
 - ``close()`` stops accepting and cuts every open connection, so SIGTERM ends the process at once.
 
 ``/-/healthy`` and ``/-/ready`` answer ``OK`` without rendering and without credentials (they
@@ -35,6 +38,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from core import promproto
 from core.webconfig import READY_PATH, UNAUTHORIZED_HEADERS, WebConfig
 
 #: zlib level of gzipped scrapes. At 10,000 probe partitions (70 MB of text) level 1 sends
@@ -123,15 +127,19 @@ class MetricsServer:
         web: WebConfig | None = None,
         on_scrape: Callable[[str], None] | None = None,
         content_type: str = "text/plain; version=0.0.4; charset=utf-8",
+        protobuf: Callable[[], bytes] | None = None,
     ) -> None:
         self._body = body
+        #: the delimited protobuf body, for scrapers that ask for it (None: text for everyone)
+        self._protobuf = protobuf
         self._web = web
         self._on_scrape = on_scrape
         self._content_type = content_type
         self._tls = web.ssl_context() if web is not None else None
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._renders = threading.BoundedSemaphore(MAX_RENDERS)
-        self._gzipped: tuple[bytes, bytes] | None = None  # (body, its gzip): the last one
+        #: content type → (its last body, that body's gzip)
+        self._gzipped: dict[str, tuple[bytes, bytes]] = {}
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()
         self._closing = threading.Event()
@@ -204,18 +212,19 @@ class MetricsServer:
 
     # -- one request --------------------------------------------------------------------------
 
-    def _render(self) -> bytes | None:
+    def _render(self, render: Callable[[], bytes]) -> bytes | None:
         """The body (raw), or None when no renderer came free within ``RENDER_WAIT_S``."""
         if not self._renders.acquire(timeout=RENDER_WAIT_S):
             return None
         try:
-            return self._body()
+            return render()
         finally:
             self._renders.release()
 
-    def _gzip(self, data: bytes) -> bytes | None:
-        """``data`` gzipped; the last body's gzip is kept, so an unchanged body costs nothing."""
-        cached = self._gzipped
+    def _gzip(self, data: bytes, content_type: str) -> bytes | None:
+        """``data`` gzipped; each format's last body's gzip is kept, so an unchanged body costs
+        nothing (a text scraper and a protobuf one do not evict each other's)."""
+        cached = self._gzipped.get(content_type)
         if cached is not None and cached[0] is data:
             return cached[1]
         if not self._renders.acquire(timeout=RENDER_WAIT_S):
@@ -224,7 +233,7 @@ class MetricsServer:
             packed = gzip.compress(data, compresslevel=GZIP_LEVEL)
         finally:
             self._renders.release()
-        self._gzipped = (data, packed)
+        self._gzipped[content_type] = (data, packed)
         return packed
 
     def close(self) -> None:
@@ -273,15 +282,18 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         if srv._on_scrape is not None:
             srv._on_scrape(self.client_address[0])
-        data = srv._render()
+        render, content_type = srv._body, srv._content_type
+        if srv._protobuf is not None and promproto.wants_protobuf(self.headers.get("Accept", "")):
+            render, content_type = srv._protobuf, promproto.CONTENT_TYPE
+        data = srv._render(render)
         gzipped = data is not None and "gzip" in self.headers.get("Accept-Encoding", "")
         if data is not None and gzipped:
-            data = srv._gzip(data)
+            data = srv._gzip(data, content_type)
         if data is None:
             self._busy()
             return
         self.send_response(200)
-        self.send_header("Content-Type", srv._content_type)
+        self.send_header("Content-Type", content_type)
         if gzipped:
             self.send_header("Content-Encoding", "gzip")
         self.send_header("Content-Length", str(len(data)))

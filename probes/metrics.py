@@ -8,6 +8,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from core import promproto
 from core.webconfig import WebConfig
 from core.webserver import MetricsServer
 
@@ -103,10 +104,18 @@ def serve(
     """Serve /metrics from a registry of its own; the server (``close()`` stops it).
 
     The exporter's server (``core.webserver``: timeouts, bounded renderers, TLS off the accept
-    thread), with the web config's TLS and basic auth, rendering the registry per scrape.
+    thread), with the web config's TLS and basic auth, rendering the registry per scrape, in the
+    protobuf format for a scraper that asks for it (a Prometheus with native histograms on asks
+    every target for it).
     """
     from prometheus_client import CollectorRegistry, generate_latest
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ProbeCollector(snapshot))
-    return MetricsServer(lambda: generate_latest(registry), host, port, web)
+    return MetricsServer(
+        lambda: generate_latest(registry),
+        host,
+        port,
+        web,
+        protobuf=lambda: promproto.encode_families(registry.collect()),
+    )

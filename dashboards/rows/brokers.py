@@ -13,8 +13,8 @@ def panels() -> list[object]:
             "End-to-end high nines and max by broker ($window windows)",
             [
                 (
-                    f'nines_broker_latency_seconds{{{broker}, quantile=~"0.99|0.999|0.9999"}}',
-                    "{{topic}} broker {{broker}} p{{quantile}}",
+                    f'nines_broker_latency_seconds{{{broker}, q=~"0.99|0.999|0.9999"}}',
+                    "{{topic}} broker {{broker}} p{{q}}",
                 ),
                 (
                     f"nines_broker_latency_max_seconds{{{broker}}}",

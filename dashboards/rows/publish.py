@@ -13,8 +13,8 @@ def panels() -> list[object]:
             [
                 (
                     f'nines_latency_seconds{{{SERIES}, kind="{kind}", window="$window", '
-                    f'quantile=~"0.99|0.999|0.9999"}}',
-                    "{{partition}} p{{quantile}}",
+                    f'q=~"0.99|0.999|0.9999"}}',
+                    "{{partition}} p{{q}}",
                 ),
                 (
                     f'nines_latency_max_seconds{{{SERIES}, kind="{kind}", window="$window"}}',

@@ -12,7 +12,7 @@ def panels() -> list[object]:
             f"Latest {res} window: p50 … p99.9999",
             (
                 f'nines_latency_seconds{{{SERIES}, kind="e2e", window="{res}"}}',
-                "{{partition}} p{{quantile}}",
+                "{{partition}} p{{q}}",
             ),
             f"Quantiles of the latest closed {res} window, from its merged HDR histogram.",
         )

@@ -13,8 +13,8 @@ def panels() -> list[object]:
             [
                 (
                     f'nines_latency_seconds{{{SERIES}, kind="e2e", window="$window", '
-                    f'quantile=~"0.99|0.999|0.9999|0.99999|0.999999"}}',
-                    "{{topic}}/{{partition}} p{{quantile}}",
+                    f'q=~"0.99|0.999|0.9999|0.99999|0.999999"}}',
+                    "{{topic}}/{{partition}} p{{q}}",
                 ),
                 (
                     f'nines_latency_max_seconds{{{SERIES}, kind="e2e", window="$window"}}',
@@ -37,8 +37,8 @@ def panels() -> list[object]:
             [
                 (
                     f'nines_latency_seconds{{{SERIES}, kind="e2e", window="$window", '
-                    f'quantile=~"0.5|0.9"}}',
-                    "{{topic}}/{{partition}} p{{quantile}}",
+                    f'q=~"0.5|0.9"}}',
+                    "{{topic}}/{{partition}} p{{q}}",
                 )
             ],
             "The body of the distribution, for contrast with the tail above.",

@@ -150,7 +150,7 @@ def _latency_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
     matchers = {
         "kind": o.kind,
         "window": window,
-        "quantile": floatToGoString(o.quantile),
+        "q": floatToGoString(o.quantile),
         **_series(o, merged_partition=True),
     }
     metric, which = _read(o, window, "nines_latency_peak_quantile_seconds", "nines_latency_seconds")
@@ -205,7 +205,7 @@ def _broker_alert(sla: SlaConfig, o: Objective) -> dict[str, Any]:
             o.threshold,
         )
         stat = quantile_label(o.quantile)
-        matchers["quantile"] = floatToGoString(o.quantile)
+        matchers["q"] = floatToGoString(o.quantile)
     matchers.update(_series(o, merged_partition=False))
     series = _selector(f"nines_broker_latency_{metric}", matchers)
     expr = f"max by (cluster, topic, broker) ({series}) > {_num(limit_s)}"
@@ -322,9 +322,9 @@ def _recording_rules(o: Objective) -> list[dict[str, Any]]:
     """Fraction of probe messages slower than the threshold, per burn-rate window."""
     assert o.threshold is not None
     base = {"kind": o.kind, **_series(o, merged_partition=False)}
-    count = _selector("nines_latency_histogram_seconds_count", base)
+    count = _selector("nines_latency_classic_seconds_count", base)
     bucket = _selector(
-        "nines_latency_histogram_seconds_bucket", {**base, "le": floatToGoString(o.threshold)}
+        "nines_latency_classic_seconds_bucket", {**base, "le": floatToGoString(o.threshold)}
     )
     by = _by(o)
     rules = []

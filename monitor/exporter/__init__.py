@@ -1,7 +1,8 @@
 """Prometheus exporter of closed windows: high nines (sample-size gated), exact max, histograms.
 
 Laid out as prometheus_client is: ``state`` (the latest windows, cumulative counters and
-buckets), ``exposition`` (the text format), ``server`` (/metrics over HTTP, gzip). Quantiles are
+buckets), ``exposition`` (the text and protobuf formats), ``native`` (HDR buckets re-binned to a
+native histogram), ``server`` (/metrics over HTTP, gzip). Quantiles are
 read from (merged) histograms only; nothing here averages a quantile.
 """
 

@@ -1,4 +1,5 @@
-"""The /metrics body in the Prometheus text format (0.0.4): what a scrape of the exporter returns.
+"""The /metrics body in the Prometheus text format (0.0.4), and in the delimited protobuf format
+(``core.promproto``) for a scraper that asks for it: what a scrape of the exporter returns.
 
 The small families (window ends, series counts, pipeline health) are prometheus_client metric
 families written by its ``generate_latest``. The per-window gauges, the cumulative histogram and
@@ -11,6 +12,9 @@ histogram series rendered when a window adds to it, and counters written by hand
 after a batch takes 0.43 s including gzip (docs/benchmarks.md, scrape cost). The hand-written
 lines are checked byte for byte against prometheus_client's rendering (tests/unit/exporter).
 Nothing here reads a quantile from anything but a (merged) histogram.
+
+The protobuf body is built the same way: a closed window's Metric messages are encoded once,
+beside its lines, and joined per family; a family's length prefix is the sum of its parts.
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.utils import floatToGoString
 
+from core import promproto
 from core.hdr import min_samples_for
 from core.windows import SeriesKey, WindowHistogram
 from monitor.exporter.hold import Values
+from monitor.exporter.native import ZERO_THRESHOLD_S, NativeBuckets
 from streaming.counters import StreamCounters
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -96,8 +102,15 @@ BROKER_WINDOW_FAMILIES: tuple[tuple[str, str, str], ...] = (
         "lost",
     ),
 )
-HISTOGRAM = "nines_latency_histogram_seconds"
+HISTOGRAM = "nines_latency_classic_seconds"
 HISTOGRAM_HELP = "Latency of every closed window of the finest resolution, cumulative since start."
+#: The same samples as a native histogram (its own family: a Prometheus with native histograms on
+#: ingests only the native form of a family that has both, and the burn-rate rules read ``le``).
+NATIVE = "nines_latency_native_seconds"
+NATIVE_HELP = (
+    "Latency of every closed window of the finest resolution, cumulative since start, as a native "
+    "histogram (HDR buckets re-binned; protobuf scrapes only, text shows count and sum)."
+)
 
 #: StreamCounters field → (counter family, help, labels), in exposition order; every field of
 #: ``COUNTER_FIELDS`` has one (a unit test holds them together).
@@ -138,8 +151,21 @@ HEALTH_DOCS: dict[str, str] = {
 
 
 @dataclass(frozen=True, slots=True)
+class WindowProto:
+    """A closed window's protobuf Metric messages, one ``bytes`` per family (encoded once)."""
+
+    quantiles: bytes
+    max: bytes
+    samples: bytes
+    lost: bytes
+    peak: bytes = b""
+    quantile_peaks: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
 class WindowLines:
-    """A closed window's exposition lines, one string per family (rendered once)."""
+    """A closed window's exposition lines, one string per family (rendered once), and the same
+    as protobuf messages (``pb``)."""
 
     quantiles: str
     max: str
@@ -148,6 +174,7 @@ class WindowLines:
     #: the held peak's lines (max, quantiles); they change while the window stays the latest
     peak: str = ""
     quantile_peaks: str = ""
+    pb: WindowProto = WindowProto(b"", b"", b"", b"")
 
 
 def series_key(s: SeriesKey) -> tuple[str, str, str, str]:
@@ -163,7 +190,7 @@ def _escape(value: str) -> str:
 def _labels(pairs: Mapping[str, str], extra: str | None = None) -> str:
     """``name="value",…`` sorted by name, as prometheus_client writes them.
 
-    With ``extra`` (a label whose value varies per line: ``quantile``, ``le``) the result is a
+    With ``extra`` (a label whose value varies per line: ``q``, ``le``) the result is a
     ``str.format`` template with ``{}`` in that label's place.
     """
     if extra is None:
@@ -203,18 +230,45 @@ def _value_lines(name: str, lv: str, lq: str, values: Values, quantile_texts: Se
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _q_label(q_text: str) -> bytes:
+    return promproto.label("q", q_text)
+
+
+def _pb_labels(pairs: Mapping[str, str]) -> tuple[bytes, bytes]:
+    """The series' label fields sorted by name, split where ``q`` goes (before, after)."""
+    return (
+        promproto.labels({k: v for k, v in pairs.items() if k < "q"}),
+        promproto.labels({k: v for k, v in pairs.items() if k > "q"}),
+    )
+
+
+def _value_pb(pb: tuple[bytes, bytes], values: Values, quantile_texts: Sequence[str]) -> bytes:
+    """One gauge message per quantile that has a value."""
+    before, after = pb
+    return b"".join(
+        promproto.gauge(before + _q_label(qt) + after, v / 1e6)
+        for qt, v in zip(quantile_texts, values[1:], strict=True)
+        if v is not None
+    )
+
+
 def peak_lines(
     s: SeriesKey, resolution: str, peak: Values, quantile_texts: Sequence[str]
-) -> tuple[str, str]:
-    """The series' held peak lines at one resolution: the max's, and the quantiles'."""
+) -> tuple[str, str, bytes, bytes]:
+    """The series' held peak lines at one resolution: the max's, and the quantiles', as text
+    and as protobuf messages."""
     name = _family_names(s)
     pairs = {**_series_pairs(s), "window": resolution}
-    lv, lq = _labels(pairs), _labels(pairs, extra="quantile")
+    lv, lq = _labels(pairs), _labels(pairs, extra="q")
+    pb = _pb_labels(pairs)
     max_us = peak[0]
     assert max_us is not None
     return (
         f"{name['peak']}{{{lv}}} {floatToGoString(max_us / 1e6)}\n",
         _value_lines(name["quantile_peaks"], lv, lq, peak, quantile_texts),
+        promproto.gauge(pb[0] + pb[1], max_us / 1e6),
+        _value_pb(pb, peak, quantile_texts),
     )
 
 
@@ -229,14 +283,29 @@ def render_window(
     s = w.series
     name = _family_names(s)
     pairs = {**_series_pairs(s), "window": w.resolution}
-    lv, lq = _labels(pairs), _labels(pairs, extra="quantile")
-    held = peak_lines(s, w.resolution, peak, quantile_texts) if peak is not None else ("", "")
+    lv, lq = _labels(pairs), _labels(pairs, extra="q")
+    held = (
+        peak_lines(s, w.resolution, peak, quantile_texts)
+        if peak is not None
+        else ("", "", b"", b"")
+    )
+    pb = _pb_labels(pairs)
+    plain = pb[0] + pb[1]
     return WindowLines(
         _value_lines(name["quantiles"], lv, lq, values, quantile_texts),
         f"{name['max']}{{{lv}}} {floatToGoString(w.hist.max_us / 1e6)}\n",
         f"{name['samples']}{{{lv}}} {floatToGoString(w.hist.total)}\n",
         f"{name['lost']}{{{lv}}} {floatToGoString(w.lost)}\n" if s.kind == "e2e" else "",
-        *held,
+        held[0],
+        held[1],
+        WindowProto(
+            _value_pb(pb, values, quantile_texts),
+            promproto.gauge(plain, w.hist.max_us / 1e6),
+            promproto.gauge(plain, w.hist.total),
+            promproto.gauge(plain, w.lost) if s.kind == "e2e" else b"",
+            held[2],
+            held[3],
+        ),
     )
 
 
@@ -246,6 +315,25 @@ def window_chunk(
     """Windows' pre-rendered lines joined per family (``families`` order), for one resolution:
     a resolution whose windows did not change keeps its chunk between scrapes."""
     return tuple("".join([getattr(w, attr) for w in lines]).encode() for _, _, attr in families)
+
+
+def window_pb_chunk(
+    lines: Sequence[WindowLines], families: Sequence[tuple[str, str, str]] = WINDOW_FAMILIES
+) -> tuple[bytes, ...]:
+    """``window_chunk`` of the protobuf messages."""
+    return tuple(b"".join([getattr(w.pb, attr) for w in lines]) for _, _, attr in families)
+
+
+def window_pb(
+    chunks: Sequence[tuple[bytes, ...]],
+    families: Sequence[tuple[str, str, str]] = WINDOW_FAMILIES,
+) -> list[bytes]:
+    """The per-window gauge families as delimited MetricFamily messages (unjoined)."""
+    parts: list[bytes] = []
+    for i, (name, doc, _) in enumerate(families):
+        head = promproto.family_head(name, doc, promproto.GAUGE)
+        parts += promproto.family(head, [chunk[i] for chunk in chunks])
+    return parts
 
 
 def window_text(
@@ -277,9 +365,52 @@ def histogram_lines(
     return "".join(out)
 
 
-def histogram_text(lines: Sequence[str]) -> str:
-    """The histogram family from its series' pre-rendered lines, in the given order."""
-    return f"# HELP {HISTOGRAM} {HISTOGRAM_HELP}\n# TYPE {HISTOGRAM} histogram\n" + "".join(lines)
+def histogram_pb(
+    s: SeriesKey, le_seconds: Sequence[float], buckets: Sequence[int], total: int, sum_s: float
+) -> bytes:
+    """``histogram_lines`` as one classic histogram message."""
+    return promproto.classic_histogram(
+        promproto.labels(_series_pairs(s)), total, sum_s, le_seconds, buckets
+    )
+
+
+def native_lines(s: SeriesKey, total: int, sum_s: float) -> str:
+    """A native series in the text format: only its count and sum (the text format has no
+    native buckets; client_golang writes a native-only histogram the same way)."""
+    pairs = _series_pairs(s)
+    lv, ll = _labels(pairs), _labels(pairs, extra="le")
+    return (
+        f"{NATIVE}_bucket{{{ll.format('+Inf')}}} {floatToGoString(total)}\n"
+        f"{NATIVE}_count{{{lv}}} {floatToGoString(total)}\n"
+        f"{NATIVE}_sum{{{lv}}} {floatToGoString(sum_s)}\n"
+    )
+
+
+def native_pb(s: SeriesKey, buckets: NativeBuckets, total: int, sum_s: float) -> bytes:
+    """One native histogram message of the series' re-binned buckets."""
+    spans, deltas = buckets.spans_and_deltas()
+    return promproto.native_histogram(
+        promproto.labels(_series_pairs(s)),
+        total,
+        sum_s,
+        buckets.schema,
+        ZERO_THRESHOLD_S,
+        buckets.zero_count,
+        spans,
+        deltas,
+    )
+
+
+def histogram_text(lines: Sequence[str], name: str = HISTOGRAM, doc: str = HISTOGRAM_HELP) -> str:
+    """A histogram family from its series' pre-rendered lines, in the given order."""
+    return f"# HELP {name} {doc}\n# TYPE {name} histogram\n" + "".join(lines)
+
+
+def histogram_family_pb(
+    messages: Sequence[bytes], name: str = HISTOGRAM, doc: str = HISTOGRAM_HELP
+) -> list[bytes]:
+    """A histogram family from its series' pre-encoded messages."""
+    return promproto.family(promproto.family_head(name, doc, promproto.HISTOGRAM), messages)
 
 
 def window_end_family(window_end_us: Mapping[str, int]) -> Any:
@@ -333,6 +464,27 @@ def counter_text(counters: StreamCounters) -> str:
         for k in sorted(values, key=_counter_order):
             out.append(f"{_counter_head(attr, k)} {floatToGoString(values[k])}\n")
     return "".join(out)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _counter_labels(attr: str, key: Any) -> bytes:
+    _, _, labels = COUNTER_FAMILIES[attr]
+    return promproto.labels(dict(zip(labels, _label_values(key), strict=True)))
+
+
+def counter_pb(counters: StreamCounters) -> list[bytes]:
+    """``counter_text`` as delimited MetricFamily messages."""
+    out: list[bytes] = []
+    for attr, (name, doc, _) in COUNTER_FAMILIES.items():
+        values: Mapping[Any, int] = getattr(counters, attr)
+        metrics = [
+            promproto.counter(_counter_labels(attr, k), values[k])
+            for k in sorted(values, key=_counter_order)
+        ]
+        out += promproto.family(
+            promproto.family_head(f"{name}_total", doc, promproto.COUNTER), metrics
+        )
+    return out
 
 
 def series_families(kept: int, limit: int, rejected: int, evicted: int) -> Iterable[Any]:
@@ -391,7 +543,20 @@ class _Families:
 def body(
     windows: Sequence[bytes], window_end: Any, histogram: str, counters: str, rest: Sequence[Any]
 ) -> bytes:
-    """The whole body: window gauges, window ends, the histogram, counters, then the rest."""
+    """The whole body: window gauges, window ends, the histograms, counters, then the rest."""
     head = generate_latest(_Families([window_end]))
     tail = generate_latest(_Families(list(rest)))
     return b"".join((*windows, head, histogram.encode(), counters.encode(), tail))
+
+
+def body_pb(
+    windows: Sequence[bytes],
+    window_end: Any,
+    histograms: Sequence[bytes],
+    counters: Sequence[bytes],
+    rest: Sequence[Any],
+) -> bytes:
+    """``body`` in the delimited protobuf format, families in the same order."""
+    head = promproto.encode_families([window_end])
+    tail = promproto.encode_families(rest)
+    return b"".join((*windows, head, *histograms, *counters, tail))

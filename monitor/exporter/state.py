@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.utils import floatToGoString
 
 from core.echo import BAD_REASONS
-from core.hdr import REPORTED_QUANTILES
+from core.hdr import REPORTED_QUANTILES, SparseHistogram
 from core.sla import BUCKET_BOUNDARIES_S
 from core.webconfig import WebConfig
 from core.windows import ALL_PARTITIONS, KINDS, SeriesKey, WindowHistogram, WindowSpec
 from monitor.exporter import exposition
 from monitor.exporter.hold import PeakHold, Values, largest
+from monitor.exporter.native import DEFAULT_MAX_BUCKETS, DEFAULT_SCHEMA, rebin
 from streaming.counters import COUNTER_FIELDS, StreamCounters
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("nines.exporter")
 
-#: ``le`` boundaries (seconds) of ``nines_latency_histogram_seconds`` (the SLA's layout).
+#: ``le`` boundaries (seconds) of ``nines_latency_classic_seconds`` (the SLA's layout).
 DEFAULT_LE: tuple[float, ...] = BUCKET_BOUNDARIES_S
 #: Distinct (cluster, topic, partition or broker) series the exporter keeps: 10,000 probe
 #: partitions plus their topics' merged series, the brokers' and the probes' own (hiccup) rows,
@@ -57,6 +58,10 @@ DEFAULT_PEAK_HOLD_S = 120.0
 #: than the hold; the oldest is forgotten beyond this (an HA pair needs two).
 MAX_SCRAPERS = 64
 
+#: The body formats: the text format, and delimited protobuf (``core.promproto``).
+TEXT = "text"
+PROTOBUF = "protobuf"
+
 #: (resolution, series): one exported series of one resolution.
 WindowKey = tuple[str, SeriesKey]
 
@@ -70,6 +75,28 @@ class _Histograms:
     sum_s: dict[SeriesKey, float] = field(default_factory=dict)
     #: each series' exposition lines, rendered when a window adds to it (a scrape only joins)
     lines: dict[SeriesKey, str] = field(default_factory=dict)
+    #: the same as a protobuf histogram message
+    pb: dict[SeriesKey, bytes] = field(default_factory=dict)
+    #: the series' merged HDR histogram, re-binned into its native histogram
+    hdr: dict[SeriesKey, SparseHistogram] = field(default_factory=dict)
+    #: the series' native schema: never finer than before (a coarser one is not a reset)
+    schema: dict[SeriesKey, int] = field(default_factory=dict)
+    native_lines: dict[SeriesKey, str] = field(default_factory=dict)
+    native_pb: dict[SeriesKey, bytes] = field(default_factory=dict)
+
+    def stores(self) -> tuple[dict[SeriesKey, Any], ...]:
+        """Every per-series store (a series that leaves is dropped from each)."""
+        return (
+            self.buckets,
+            self.count,
+            self.sum_s,
+            self.lines,
+            self.pb,
+            self.hdr,
+            self.schema,
+            self.native_lines,
+            self.native_pb,
+        )
 
 
 def _add(into: dict[Any, int], key: Any, value: int) -> None:
@@ -97,7 +124,12 @@ class LatencyExporter:
         partition_histograms: bool = False,
         peak_hold_s: float = DEFAULT_PEAK_HOLD_S,
         clock: Callable[[], float] = time.monotonic,
+        native_schema: int = DEFAULT_SCHEMA,
+        native_max_buckets: int = DEFAULT_MAX_BUCKETS,
     ) -> None:
+        #: the native histogram's schema while a series fits ``native_max_buckets`` buckets
+        self.native_schema = native_schema
+        self.native_max_buckets = native_max_buckets
         self.max_series = max_series
         self.series_ttl_windows = series_ttl_windows
         #: series id (partition and topic series, broker rollups) → resolutions it has a window in
@@ -112,14 +144,18 @@ class LatencyExporter:
         self._lock = threading.Lock()
         self._latest: dict[tuple[str, SeriesKey], WindowHistogram] = {}
         self._lines: dict[tuple[str, SeriesKey], exposition.WindowLines] = {}
-        #: resolution → its windows' lines joined per family, until one of them changes
-        self._chunks: dict[str, tuple[tuple[bytes, ...], tuple[bytes, ...]]] = {}
+        #: format → resolution → its windows' lines joined per family, until one of them changes
+        self._chunks: dict[str, dict[str, tuple[tuple[bytes, ...], tuple[bytes, ...]]]] = {
+            TEXT: {},
+            PROTOBUF: {},
+        }
         #: resolution → how often its chunk was let go (a chunk joined outside the lock is kept
         #: only if its resolution did not change meanwhile)
         self._chunk_gen: dict[str, int] = {}
         #: bumped by every change a scrape can see; the body of a version is rendered once
         self._version = 0
-        self._body: tuple[int, bytes] | None = None
+        #: format → (version, its body)
+        self._body: dict[str, tuple[int, bytes]] = {}
         #: one render at a time: concurrent scrapes of one version share its body
         self._render_lock = threading.Lock()
         #: resolution → its series in exposition order (and the histogram's); absent: sort again
@@ -229,10 +265,15 @@ class LatencyExporter:
                 continue
             peak = self._peak(key, exposition.window_values(latest, self.quantiles))
             lines = self._lines[key]
-            held, held_quantiles = exposition.peak_lines(key[1], key[0], peak, self._quantile_texts)
+            held, held_quantiles, pb_held, pb_quantiles = exposition.peak_lines(
+                key[1], key[0], peak, self._quantile_texts
+            )
             if (held, held_quantiles) != (lines.peak, lines.quantile_peaks):
                 self._lines[key] = dataclasses.replace(
-                    lines, peak=held, quantile_peaks=held_quantiles
+                    lines,
+                    peak=held,
+                    quantile_peaks=held_quantiles,
+                    pb=dataclasses.replace(lines.pb, peak=pb_held, quantile_peaks=pb_quantiles),
                 )
                 self._dirty(key[0])
 
@@ -291,7 +332,7 @@ class LatencyExporter:
                             self._forget_counters(sid[:3])
             if res == self.finest_resolution:
                 self._hist_order = None
-                for store in (cum.buckets, cum.count, cum.sum_s, cum.lines):
+                for store in cum.stores():
                     store.pop(series, None)
 
     def _accumulate(self, w: WindowHistogram) -> None:
@@ -307,6 +348,13 @@ class LatencyExporter:
         cum.lines[s] = exposition.histogram_lines(
             s, self._le_texts, buckets, cum.count[s], cum.sum_s[s]
         )
+        cum.pb[s] = exposition.histogram_pb(s, self.le_seconds, buckets, cum.count[s], cum.sum_s[s])
+        merged = cum.hdr[s].merge(w.hist) if s in cum.hdr else w.hist
+        cum.hdr[s] = merged
+        native = rebin(merged, cum.schema.get(s, self.native_schema), self.native_max_buckets)
+        cum.schema[s] = native.schema
+        cum.native_lines[s] = exposition.native_lines(s, cum.count[s], cum.sum_s[s])
+        cum.native_pb[s] = exposition.native_pb(s, native, cum.count[s], cum.sum_s[s])
 
     def _derive_counts(self, w: WindowHistogram) -> None:
         """Echo, loss and overflow counters from a partition's finest window (no job counters)."""
@@ -364,7 +412,8 @@ class LatencyExporter:
 
     def _dirty(self, res: str) -> None:
         """A window of ``res`` changed: its chunk is joined again at the next scrape."""
-        self._chunks.pop(res, None)
+        for chunks in self._chunks.values():
+            chunks.pop(res, None)
         self._chunk_gen[res] = self._chunk_gen.get(res, 0) + 1
 
     def _chunk_parts(self, res: str) -> tuple[list[exposition.WindowLines], ...]:
@@ -387,13 +436,23 @@ class LatencyExporter:
         batch waits for a scrape at most while the scrape copies references and counters under
         the lock: joining the lines (70 MB at 10,000 partitions) happens outside it.
         """
+        return self._exposition(TEXT)
+
+    def exposition_protobuf(self) -> bytes:
+        """The same families as delimited protobuf MetricFamily messages (with the native
+        histogram's buckets), cached and joined as ``exposition`` is."""
+        return self._exposition(PROTOBUF)
+
+    def _exposition(self, fmt: str) -> bytes:
         with self._render_lock:
             with self._lock:
                 version = self._version
-                if self._body is not None and self._body[0] == version:
-                    return self._body[1]
+                cached = self._body.get(fmt)
+                if cached is not None and cached[0] == version:
+                    return cached[1]
                 resolutions = sorted(self._window_end)
-                done = {res: self._chunks[res] for res in resolutions if res in self._chunks}
+                kept = self._chunks[fmt]
+                done = {res: kept[res] for res in resolutions if res in kept}
                 parts = {res: self._chunk_parts(res) for res in resolutions if res not in done}
                 gens = {res: self._chunk_gen.get(res, 0) for res in parts}
                 brokers = any(self._broker_order.get(res) for res in resolutions)
@@ -409,29 +468,48 @@ class LatencyExporter:
                     *exposition.health_families(self._health, self._batches),
                     *exposition.scrape_families(self.peak_hold_s, self.scrape_gaps),
                 ]
-                lines = self._hist.lines
+                cum = self._hist
                 if self._hist_order is None:
-                    self._hist_order = sorted(lines, key=exposition.series_key)
-                hist_lines = [lines[s] for s in self._hist_order]
+                    self._hist_order = sorted(cum.lines, key=exposition.series_key)
+                order = self._hist_order
+                if fmt == TEXT:
+                    hist = [cum.lines[s] for s in order]
+                    native = [cum.native_lines[s] for s in order]
+                else:
+                    hist_pb = [cum.pb[s] for s in order]
+                    native_pb = [cum.native_pb[s] for s in order]
             # outside the lock: micro-batches go on while the body is joined
+            chunk = exposition.window_chunk if fmt == TEXT else exposition.window_pb_chunk
             for res, (topics, broker_lines) in parts.items():
                 done[res] = (
-                    exposition.window_chunk(topics),
-                    exposition.window_chunk(broker_lines, exposition.BROKER_WINDOW_FAMILIES),
+                    chunk(topics),
+                    chunk(broker_lines, exposition.BROKER_WINDOW_FAMILIES),
                 )
             chunks = [done[res] for res in resolutions]
-            windows = exposition.window_text([topics for topics, _ in chunks])
+            join = exposition.window_text if fmt == TEXT else exposition.window_pb
+            windows = join([topics for topics, _ in chunks])
             if brokers:
-                windows += exposition.window_text(
-                    [b for _, b in chunks], exposition.BROKER_WINDOW_FAMILIES
+                windows += join([b for _, b in chunks], exposition.BROKER_WINDOW_FAMILIES)
+            if fmt == TEXT:
+                hists = exposition.histogram_text(hist) + exposition.histogram_text(
+                    native, exposition.NATIVE, exposition.NATIVE_HELP
                 )
-            hist = exposition.histogram_text(hist_lines)
-            body = exposition.body(windows, end, hist, exposition.counter_text(counters), rest)
+                body = exposition.body(windows, end, hists, exposition.counter_text(counters), rest)
+            else:
+                hists_pb = [
+                    *exposition.histogram_family_pb(hist_pb),
+                    *exposition.histogram_family_pb(
+                        native_pb, exposition.NATIVE, exposition.NATIVE_HELP
+                    ),
+                ]
+                body = exposition.body_pb(
+                    windows, end, hists_pb, exposition.counter_pb(counters), rest
+                )
             with self._lock:
                 for res in parts:  # kept unless a window of the resolution changed meanwhile
                     if self._chunk_gen.get(res, 0) == gens[res]:
-                        self._chunks[res] = done[res]
-                self._body = (version, body)
+                        self._chunks[fmt][res] = done[res]
+                self._body[fmt] = (version, body)
             return body
 
     def serve(
@@ -440,4 +518,11 @@ class LatencyExporter:
         """Serve /metrics from this exporter; port 0 picks a free port; ``web``: TLS/auth."""
         from monitor.exporter.server import MetricsServer
 
-        return MetricsServer(self.exposition, host, port, web, on_scrape=self.scraped)
+        return MetricsServer(
+            self.exposition,
+            host,
+            port,
+            web,
+            on_scrape=self.scraped,
+            protobuf=self.exposition_protobuf,
+        )

@@ -101,8 +101,10 @@ class Prometheus(Process):
         rule_files: list[Path],
         alertmanager: str | None,
         scrape_options: dict[str, dict[str, Any]] | None = None,
+        flags: tuple[str, ...] = (),
     ) -> None:
-        """``scrape_options``: job → extra scrape_config keys (scheme, tls_config, basic_auth)."""
+        """``scrape_options``: job → extra scrape_config keys (scheme, tls_config, basic_auth);
+        ``flags``: more command-line flags (``--enable-feature=native-histograms``)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config: dict[str, Any] = {
@@ -129,6 +131,7 @@ class Prometheus(Process):
                 f"--config.file={cfg}",
                 f"--storage.tsdb.path={workdir / 'tsdb'}",
                 f"--web.listen-address=127.0.0.1:{self.port}",
+                *flags,
             ],
             workdir / "prometheus.log",
         )

@@ -230,8 +230,9 @@ def test_ctrl_z_pages_and_resolves(tmp_path: Path, webhook: Webhook) -> None:
                 proc.close()
 
 
-def check_dashboard_queries(prom: Prometheus) -> None:
-    """Every panel's PromQL, variables substituted, returns data from this real run."""
+def check_dashboard_queries(prom: Prometheus, native: bool = False) -> None:
+    """Every panel's PromQL, variables substituted, returns data from this real run (the native
+    histogram's panels only from a Prometheus that ingests native histograms: ``native``)."""
     import dashboards
 
     variables = {
@@ -248,6 +249,8 @@ def check_dashboard_queries(prom: Prometheus) -> None:
     count = 0
     for uid, dash in dashboards.build_all().items():
         for expr in dashboards.queries(dash):
+            if not native and "nines_latency_native_seconds" in expr:
+                continue
             count += 1
             q = dashboards.substitute(expr, variables)
             if not prom.query(q):

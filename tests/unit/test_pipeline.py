@@ -58,7 +58,7 @@ def test_the_pipeline_serves_what_the_job_hands_out(monkeypatch: pytest.MonkeyPa
         body = urllib.request.urlopen(url, timeout=5).read().decode()
         assert 'nines_latency_window_samples{cluster="c",kind="e2e",partition="0"' in body
         assert 'nines_echoes_total{cluster="c",partition="0",topic="t"} 5.0' in body
-        assert 'nines_latency_histogram_seconds_count{cluster="c",kind="e2e",partition="0"' in body
+        assert 'nines_latency_classic_seconds_count{cluster="c",kind="e2e",partition="0"' in body
         (latest,) = pipeline.latest_windows()["10s"][:1]
         assert latest.window_end_us == 1_800_000_010_000_000
     finally:

@@ -30,7 +30,7 @@ def p999(where: dict[str, str], values: str, window: str = "1m") -> dict[str, st
         values,
         kind="e2e",
         window=window,
-        quantile="0.999",
+        q="0.999",
     )
 
 
@@ -88,7 +88,7 @@ def test_quantile_alert_fires_above_and_not_below(
                         "0.9x4",
                         kind="e2e",
                         window="1m",
-                        quantile="0.99",
+                        q="0.99",
                     ),
                     series(
                         "nines_latency_peak_quantile_seconds",
@@ -97,7 +97,7 @@ def test_quantile_alert_fires_above_and_not_below(
                             "partition": "3",
                             "kind": "e2e",
                             "window": "1m",
-                            "quantile": "0.999",
+                            "q": "0.999",
                         },
                         "0.9x4",
                     ),
@@ -107,7 +107,7 @@ def test_quantile_alert_fires_above_and_not_below(
                         "0.9x4",
                         kind="publish",
                         window="1m",
-                        quantile="0.999",
+                        q="0.999",
                     ),
                 ],
                 alert_test("NinesLatencyQuantileHigh", "1m", []),
@@ -203,15 +203,15 @@ def histogram(
     labels = {**where, "partition": partition, "kind": kind}
     fast = fast_per_minute if isinstance(fast_per_minute, str) else f"0+{fast_per_minute}x{minutes}"
     return [
-        series("nines_latency_histogram_seconds_count", labels, f"0+{per_minute}x{minutes}"),
-        series("nines_latency_histogram_seconds_bucket", {**labels, "le": "0.05"}, fast),
+        series("nines_latency_classic_seconds_count", labels, f"0+{per_minute}x{minutes}"),
+        series("nines_latency_classic_seconds_bucket", {**labels, "le": "0.05"}, fast),
         series(
-            "nines_latency_histogram_seconds_bucket",
+            "nines_latency_classic_seconds_bucket",
             {**labels, "le": "0.1"},
             f"0+{per_minute}x{minutes}",
         ),
         series(
-            "nines_latency_histogram_seconds_bucket",
+            "nines_latency_classic_seconds_bucket",
             {**labels, "le": "+Inf"},
             f"0+{per_minute}x{minutes}",
         ),
@@ -541,7 +541,7 @@ def test_scoped_objective_matches_only_its_series(run_rule_tests: RunTests) -> N
     target = {"cluster": "prod", "topic": 'we"ird', "partition": "3"}
     escaped = {**target, "topic": 'we\\"ird'}
     other = {**escaped, "partition": "4"}
-    gauge_labels = {"kind": "e2e", "window": "10s", "quantile": "0.99"}
+    gauge_labels = {"kind": "e2e", "window": "10s", "q": "0.99"}
     run_rule_tests(
         rules,
         [
@@ -573,7 +573,7 @@ def broker_gauge(
 def test_one_slow_broker_pages_with_its_id(rules: dict[str, Any], run_rule_tests: RunTests) -> None:
     """Broker 2 on c1 is slow: its alerts name it; its fast peers and a hiccuping c2 do not page."""
     b2 = {**C1, "broker": "2"}
-    p = {"quantile": "0.999"}
+    p = {"q": "0.999"}
     run_rule_tests(
         rules,
         [
@@ -605,7 +605,7 @@ def test_one_slow_broker_pages_with_its_id(rules: dict[str, Any], run_rule_tests
                         C1,
                         "1",
                         "9x4",
-                        quantile="0.99",
+                        q="0.99",
                     ),
                     *hiccup(C1, "0.002x4"),
                     # c2's broker 3 looks slow while c2's probe paused: suppressed

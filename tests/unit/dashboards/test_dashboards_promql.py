@@ -50,12 +50,12 @@ def averaging_problems(expr: str) -> list[str]:
 @pytest.mark.parametrize(
     "bad",
     [
-        'avg(nines_latency_seconds{quantile="0.99"})',
-        'avg_over_time(nines_latency_seconds{quantile="0.999"}[1h])',
-        'sum by (topic) (nines_latency_seconds{quantile="0.99"})',
+        'avg(nines_latency_seconds{q="0.99"})',
+        'avg_over_time(nines_latency_seconds{q="0.999"}[1h])',
+        'sum by (topic) (nines_latency_seconds{q="0.99"})',
         "quantile_over_time(0.99, nines_latency_max_seconds[5m])",
         'rate(nines_latency_max_seconds{window="1m"}[5m])',
-        'sum by (cluster) (nines_broker_latency_seconds{quantile="0.999"})',
+        'sum by (cluster) (nines_broker_latency_seconds{q="0.999"})',
     ],
 )
 def test_checker_catches_averaged_quantiles(bad: str) -> None:
@@ -66,7 +66,7 @@ def test_checker_catches_averaged_quantiles(bad: str) -> None:
     "good",
     [
         'max by (partition) (nines_latency_max_seconds{window="1m"})',
-        "histogram_quantile(0.999, sum by (le) (increase(nines_latency_histogram_seconds_bucket[1h])))",  # noqa: E501
+        "histogram_quantile(0.999, sum by (le) (increase(nines_latency_classic_seconds_bucket[1h])))",  # noqa: E501
         "sum(increase(nines_lost_total[5m]))",
     ],
 )

@@ -201,9 +201,9 @@ def test_a_burst_keeps_the_worst_windows_quantiles_each_from_its_own_histogram()
     for fam in text_string_to_metric_families(body):
         for s in fam.samples:
             if s.name == "nines_latency_peak_quantile_seconds":
-                by_quantile[s.labels["quantile"]] = s.value
+                by_quantile[s.labels["q"]] = s.value
             if s.name == "nines_latency_seconds":
-                latest[s.labels["quantile"]] = s.value
+                latest[s.labels["q"]] = s.value
     # 2,000 samples support p99.9 at most; the stall window's p99.9 is held, the latest's is not
     assert set(by_quantile) == set(latest) == {"0.5", "0.9", "0.99", "0.999"}
     assert close_to(by_quantile["0.999"], 0.9) and close_to(latest["0.999"], 0.002)

@@ -23,7 +23,7 @@ from monitor.exporter.server import GZIP_LEVEL
 
 ROOT = Path(__file__).parents[3]
 LAYOUT = HdrLayout()
-HISTOGRAM = "nines_latency_histogram_seconds"
+HISTOGRAM = "nines_latency_classic_seconds"
 LE = re.compile(r'\ble\s*(=~|!=|!~|=)\s*"([^"]*)"')
 
 #: The scrape budget is 5 MB on the wire (gzip) at 10,000 probe partitions: 500 bytes each

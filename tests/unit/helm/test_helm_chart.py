@@ -249,7 +249,7 @@ def test_prometheus_rule_deploys_the_users_sla(tmp_path: Path) -> None:
     assert groups != bundled
     exprs = [r["expr"] for g in groups for r in g["rules"]]
     assert any('topic="nines-orders"' in e and 'le="0.01"' in e for e in exprs)
-    assert any('quantile="0.99"' in e and 'window="10s"' in e for e in exprs)
+    assert any('q="0.99"' in e and 'window="10s"' in e for e in exprs)
 
     # alert templates reach Prometheus verbatim (values are data: toYaml, never tpl)
     templates = templated_strings(expected)
