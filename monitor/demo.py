@@ -11,11 +11,12 @@ import contextlib
 import re
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from core.config import ConfigError, build, check_port_free
 from core.sla import SlaConfig, load_sla
@@ -85,7 +86,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--window", default="10s", help="finest window (default 10s); 1m is shown too")
     p.add_argument(
-        "--watermark", default="3s", help="watermark delay (default 3s: the demo is fresh)"
+        "--watermark",
+        default=None,
+        help="watermark delay (default 3s: the demo is fresh; with --hiccup, the stall + 5s, so "
+        "the backlog a stall leaves behind is not late)",
     )
     p.add_argument("--trigger", default="2s", help="micro-batch trigger (default 2s)")
     p.add_argument(
@@ -154,6 +158,7 @@ def validate(args: argparse.Namespace) -> DemoOptions:
                 f"hiccup: starts at +{hiccup.at_s:g}s, after the demo ends "
                 f"(--duration {args.duration}); got {args.hiccup!r}"
             )
+    args.watermark = _watermark(args.watermark, hiccup)
     _stream_config(args, window_s, "127.0.0.1:9092", Path("."))
     check_port_free("127.0.0.1", args.metrics_port)
     if args.workdir is not None and Path(args.workdir).exists() and not Path(args.workdir).is_dir():
@@ -170,6 +175,57 @@ def _duration(text: str, field: str) -> float:
         return parse_duration_s(text)
     except ValueError as exc:
         raise ConfigError(f"{field}: {exc}") from None
+
+
+#: The demo's watermark without a stall: its windows close soon after they end.
+WATERMARK_S = 3.0
+#: How much longer than a --hiccup stall the watermark waits: the stall's backlog drains in
+#: micro-batches after SIGCONT, and on a busy machine it spans more than one (measured: with a
+#: 3 s watermark, a 4 s stall's echoes came late and no window showed the stall).
+HICCUP_MARGIN_S = 5.0
+
+
+def _watermark(flag: str | None, hiccup: Hiccup | None) -> str:
+    """The watermark: the flag's, else one that outlasts the stall; a shorter one is refused."""
+    if flag is None:
+        wait_s = (
+            WATERMARK_S if hiccup is None else max(WATERMARK_S, hiccup.duration_s + HICCUP_MARGIN_S)
+        )
+        return format_duration(wait_s)
+    if hiccup is not None and _duration(flag, "watermark") <= hiccup.duration_s:
+        raise ConfigError(
+            f"watermark: {flag} does not outlast the {format_duration(hiccup.duration_s)} stall "
+            "of --hiccup: the stalled echoes would arrive late and no window would show the stall"
+        )
+    return flag
+
+
+class _Losses:
+    """What the job counts but no table row shows: late and bad records, lost messages,
+    vanished offsets (totals since the start), so nothing leaves the screen silently."""
+
+    def __init__(self) -> None:
+        from streaming.counters import StreamCounters
+
+        self._lock = threading.Lock()
+        self.totals = StreamCounters()
+
+    def __call__(self, batch_id: int, windows: object, counters: Any) -> None:
+        with self._lock:
+            self.totals = self.totals.merge(counters)
+
+    def line(self) -> str | None:
+        """One line of every nonzero count, or None while there is none."""
+        with self._lock:
+            t = self.totals
+        counts: dict[str, dict[Any, int]] = {
+            "late echoes (after their window closed: counted, in no window)": t.late,
+            "lost messages (in the tail at their loss timeout)": t.lost,
+            "bad records": t.bad,
+            "offsets gone before they were read": t.data_loss,
+        }
+        parts = [f"{sum(c.values()):,} {what}" for what, c in counts.items() if sum(c.values())]
+        return "counted: " + "; ".join(parts) if parts else None
 
 
 #: StreamConfig field -> the demo flag that sets it.
@@ -227,7 +283,8 @@ def _run_pipeline(args: argparse.Namespace, opts: DemoOptions, workdir: Path) ->
             out.line(f"  probe    pid {probe.pid}, {opts.rate:g} msgs/s per partition, open loop")
             spark_log = workdir / "spark.log"
             out.line(f"  logs     Spark/JVM: {spark_log}  probe: {probe_log}")
-            job = StreamPipeline(stream_cfg)
+            losses = _Losses()
+            job = StreamPipeline(stream_cfg, on_batch=losses)
             with jvm_output_to(spark_log):
                 job.start()
             try:
@@ -243,7 +300,7 @@ def _run_pipeline(args: argparse.Namespace, opts: DemoOptions, workdir: Path) ->
                         f"  hiccup   broker stalls for {hiccup.duration_s:g}s at +{hiccup.at_s:g}s"
                     )
                 out.line("Ctrl+C to stop.")
-                _loop(job, broker, probe, opts, stop, out)
+                _loop(job, broker, probe, opts, stop, out, losses)
             finally:
                 job.stop()
                 _terminate(probe)
@@ -265,11 +322,12 @@ def _write_rules(sla: SlaConfig, workdir: Path) -> Path:
     return path
 
 
-def _loop(job, broker, probe, opts, stop, out) -> None:  # type: ignore[no-untyped-def]
+def _loop(job, broker, probe, opts, stop, out, losses) -> None:  # type: ignore[no-untyped-def]
     duration_s, hiccup = opts.duration_s, opts.hiccup
     started = time.monotonic()
     stalled_until: float | None = None
     shown_end: dict[str, int] = {}
+    shown_losses: str | None = None
     with out.live() as live:
         while not stop.set:
             now = time.monotonic() - started
@@ -292,6 +350,10 @@ def _loop(job, broker, probe, opts, stop, out) -> None:  # type: ignore[no-untyp
             if ends and ends != shown_end:
                 shown_end = ends
                 live.update(render_tables(latest, opts.sla))
+            counted = losses.line()
+            if counted != shown_losses:
+                shown_losses = counted
+                out.line(f"[+{now:5.1f}s] {counted}")
             time.sleep(0.25)
         if stalled_until is not None and stalled_until > 0:
             broker.resume()

@@ -199,3 +199,32 @@ def test_render_tables_attributes_a_spike_to_the_probe_or_the_broker() -> None:
     assert "longest own pause 1.0 ms: the tail is the broker's" in broker_stall
     probe_stall = screen(3_000_000, [5_000] * 990 + [3_000_000] * 10)
     assert "longest own pause 3000.0 ms: the probe/machine stalled" in probe_stall
+
+
+def test_a_hiccup_gets_a_watermark_that_outlasts_its_stall() -> None:
+    """A 3 s watermark with a 4 s stall counted the stall's backlog late (no window showed
+    it on a busy machine): the default outlasts the stall, and a shorter one is refused."""
+    from core.config import ConfigError
+    from monitor.demo import Hiccup, _watermark
+
+    assert _watermark(None, None) == "3s"
+    assert _watermark(None, Hiccup(4.0, 25.0)) == "9s"
+    assert _watermark("20s", Hiccup(4.0, 25.0)) == "20s"
+    with pytest.raises(ConfigError, match=r"watermark: 3s does not outlast the 4s stall"):
+        _watermark("3s", Hiccup(4.0, 25.0))
+
+
+def test_the_screen_names_late_lost_and_bad_counts_once_there_are_any() -> None:
+    from monitor.demo import _Losses
+    from streaming.counters import StreamCounters
+
+    losses = _Losses()
+    assert losses.line() is None
+    losses(0, [], StreamCounters())
+    assert losses.line() is None
+    key = ("c", "nines.probe")
+    losses(1, [], StreamCounters(late={key: 3}, lost={key: 2}))  # type: ignore[dict-item]
+    losses(2, [], StreamCounters(late={key: 1}, bad={"json": 5}))  # type: ignore[dict-item]
+    line = losses.line()
+    assert line is not None and line.startswith("counted: 4 late echoes")
+    assert "2 lost messages" in line and "5 bad records" in line and "offsets" not in line
