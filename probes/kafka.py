@@ -92,9 +92,11 @@ class KafkaTransport:
 
     def add_receiver(self, partitions: list[int]) -> None:
         """Read ``partitions`` back too, from their high watermarks (added while probing)."""
-        # An assigning consumer refreshes a topic's metadata every 5 min only: without this
-        # request it does not know the new partitions (_UNKNOWN_PARTITION) for that long.
+        # Neither client refreshes a topic's metadata for minutes on its own (an assigning
+        # consumer every 5 min): without these requests the consumer cannot read the new
+        # partitions back and the producer refuses them (_UNKNOWN_PARTITION) for that long.
         self._consumer.list_topics(self.topic, timeout=5)
+        self._producer.list_topics(self.topic, timeout=5)
         self._consumer.incremental_assign(self._starts(partitions))
 
     def _starts(self, partitions: list[int]) -> list[Any]:

@@ -85,7 +85,7 @@ def require_kafka() -> None:
         pytest.skip(str(exc))
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def require_kafka_jars() -> None:
     """For tests that start an Apache Kafka cluster of their own."""
     require_kafka()
