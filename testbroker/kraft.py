@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from testbroker.children import child_setup
 from testbroker.control import end_process
 from testbroker.ports import LOOPBACK, free_port
+from testbroker.tls import TlsError, make_tls
 
 #: Brokers that are also KRaft voters: three tolerate one down, as production quorums do.
 MAX_VOTERS = 3
@@ -125,24 +126,11 @@ def make_sasl(directory: Path) -> Sasl:
 
     The password is written to a 0600 file and never printed; ``client.yaml`` names it as
     ``file:PATH`` for the probe's and the stream's ``kafka:`` sections."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        raise KafkaEngineError("the SASL_SSL listener needs openssl (apt-get install openssl)")
-    directory.mkdir(parents=True, exist_ok=True)
-    ca_key, ca = directory / "ca.key", directory / "ca.crt"
-    key, csr, cert = directory / "server.key", directory / "server.csr", directory / "server.crt"
-    ext = directory / "san.ext"
-    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-
-    def run(*args: str) -> None:
-        subprocess.run([openssl, *args], check=True, capture_output=True, timeout=60)
-
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key), "-out", str(ca),
-        "-days", "30", "-subj", "/CN=nines-broker-ca")  # fmt: skip
-    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
-        "-subj", "/CN=127.0.0.1")  # fmt: skip
-    run("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key),
-        "-CAcreateserial", "-out", str(cert), "-days", "30", "-extfile", str(ext))  # fmt: skip
+    try:
+        tls = make_tls(directory, days=30)
+    except TlsError as exc:
+        raise KafkaEngineError(f"the SASL_SSL listener: {exc}") from None
+    ca, key, cert = tls.ca, tls.key, tls.cert
     keystore = directory / "server.pem"  # Kafka's PEM keystore: the key, then the chain
     keystore.write_text(key.read_text() + cert.read_text())
     keystore.chmod(0o600)

@@ -300,6 +300,31 @@ def _start_control(controller: _CommandTable) -> _ControlServer:
     return control
 
 
+def _announce(bootstrap: str, control: _ControlServer, ready_file: Path | None, what: str) -> None:
+    """Ready: the ready file (pid: this process, whose group holds every broker), the
+    bootstrap on stdout, one line on stderr saying ``what`` runs and where to control it."""
+    ctl_addr = control.server_address
+    info = ReadyInfo(bootstrap, (str(ctl_addr[0]), int(ctl_addr[1])), os.getpid())
+    if ready_file is not None:
+        write_ready(ready_file, info)
+    print(bootstrap, flush=True)
+    print(
+        f"nines broker: {what}, control {info.control[0]}:{info.control[1]}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _close(control: _ControlServer | None, ready_file: Path | None) -> None:
+    """The control socket closed and the ready file gone: nobody reaches a stopping cluster."""
+    if control is not None:
+        control.shutdown()
+        control.server_close()
+    if ready_file is not None:
+        with contextlib.suppress(OSError):
+            ready_file.unlink()
+
+
 def serve_tansu(
     cfg: BrokerConfig,
     ready_file: Path | None,
@@ -315,29 +340,13 @@ def serve_tansu(
         for name, partitions in topics.items():
             broker.create_topic(name, partitions)
         control = _start_control(TansuController(broker, topics))
-        ctl_addr = control.server_address
-        # the pid line is this process's, as on every engine: its group holds Tansu
-        info = ReadyInfo(broker.bootstrap, (str(ctl_addr[0]), int(ctl_addr[1])), os.getpid())
-        if ready_file is not None:
-            write_ready(ready_file, info)
-        print(broker.bootstrap, flush=True)
-        print(
-            f"nines broker: tansu ({binary}) pid {broker.pid}, "
-            f"control {info.control[0]}:{info.control[1]}",
-            file=sys.stderr,
-            flush=True,
-        )
+        _announce(broker.bootstrap, control, ready_file, f"tansu ({binary}) pid {broker.pid}")
         if not wait(lambda: broker.poll() is None):
             print(f"nines broker: tansu exited with {broker.poll()}", file=sys.stderr, flush=True)
             return 1
     finally:
-        if control is not None:
-            control.shutdown()
-            control.server_close()
+        _close(control, ready_file)
         broker.stop()
-        if ready_file is not None:
-            with contextlib.suppress(OSError):
-                ready_file.unlink()
     return 0
 
 
@@ -356,30 +365,15 @@ def serve_kafka(
         for name, partitions, rf in cfg.topic_specs_rf():
             cluster.create_topic(name, partitions, rf)
         control = _start_control(KafkaController(cluster))
-        ctl_addr = control.server_address
-        # the pid line is this process's: its process group holds every broker JVM
-        info = ReadyInfo(cluster.bootstrap, (str(ctl_addr[0]), int(ctl_addr[1])), os.getpid())
-        if ready_file is not None:
-            write_ready(ready_file, info)
-        print(cluster.bootstrap, flush=True)
-        print(
-            f"nines broker: Apache Kafka {kafka_version()}, {cfg.brokers} broker(s) "
-            f"(logs under {home}), control {info.control[0]}:{info.control[1]}",
-            file=sys.stderr,
-            flush=True,
-        )
+        what = f"Apache Kafka {kafka_version()}, {cfg.brokers} broker(s) (logs under {home})"
+        _announce(cluster.bootstrap, control, ready_file, what)
         if not wait(cluster.alive):
             print(f"nines broker: broker(s) {cluster.dead()} exited", file=sys.stderr, flush=True)
             return 1
     finally:
-        if control is not None:
-            control.shutdown()
-            control.server_close()
+        _close(control, ready_file)
         cluster.stop()
         shutil.rmtree(home, ignore_errors=True)
-        if ready_file is not None:
-            with contextlib.suppress(OSError):
-                ready_file.unlink()
     return 0
 
 
@@ -403,27 +397,13 @@ def serve(cfg: BrokerConfig, ready_file: Path | None, wait: Callable[[], object]
             bootstrap = ",".join(f"{LOOPBACK}:{f.port}" for f in forwarders)
         cluster.set_controller(1)
         control = _start_control(Controller(cluster, bootstrap, topics, cfg.port is not None))
-        ctl_addr = control.server_address
-        info = ReadyInfo(bootstrap, (str(ctl_addr[0]), int(ctl_addr[1])), os.getpid())
-        if ready_file is not None:
-            write_ready(ready_file, info)
-        print(bootstrap, flush=True)
-        print(
-            f"nines broker: {cfg.brokers} broker(s), control {info.control[0]}:{info.control[1]}",
-            file=sys.stderr,
-            flush=True,
-        )
+        _announce(bootstrap, control, ready_file, f"{cfg.brokers} broker(s)")
         wait()
     finally:
-        if control is not None:
-            control.shutdown()
-            control.server_close()
+        _close(control, ready_file)
         for fwd in forwarders:
             fwd.close()
         cluster.destroy()
-        if ready_file is not None:
-            with contextlib.suppress(OSError):
-                ready_file.unlink()
     return 0
 
 
