@@ -17,14 +17,25 @@ if TYPE_CHECKING:
 
 
 def to_hdrh(hist: SparseHistogram) -> HdrHistogram:
-    """The same histogram as an ``hdrh.HdrHistogram`` (overflow samples are left out)."""
+    """The same histogram as an ``hdrh.HdrHistogram`` (overflow samples are left out).
+
+    Our bucket index is ``hdrh``'s counts index for the same layout, so the counts are written
+    into its array at once, and the totals set as ``record_value`` would leave them (a call per
+    bucket cost 7-12 ms a row). ``hdrh`` encodes the counts (ZigZag LEB128) in C already.
+    """
     from hdrh.histogram import HdrHistogram
 
     layout = hist.layout
     h = HdrHistogram(layout.lowest_us, layout.highest_us, layout.digits)
     in_range = hist.index < layout.overflow_index
-    for i, c in zip(hist.index[in_range], hist.count[in_range], strict=True):
-        h.record_value(int(layout.lowest_value_at(int(i))), int(c))
+    index, count = hist.index[in_range], hist.count[in_range]
+    if index.size == 0:
+        return h
+    counts = np.ctypeslib.as_array(h.counts)
+    counts[index] += count.astype(counts.dtype)
+    h.total_count += int(count.sum())
+    h.min_value = min(h.min_value, int(layout.lowest_value_at(int(index[0]))))
+    h.max_value = max(h.max_value, int(layout.lowest_value_at(int(index[-1]))))
     return h
 
 

@@ -200,7 +200,11 @@ def load_web_config(path: str | Path | None) -> WebConfig | None:
     """The web config file at ``path`` (None: no TLS, no auth), validated up front."""
     if path is None:
         return None
-    model = build(WebConfigModel, load_yaml(path), prefix="web-config-file")
+    try:
+        document = load_yaml(path)
+    except ConfigError as exc:  # load_yaml names the --config file's field; this is another one
+        raise ConfigError(str(exc).replace("config: ", "web-config-file: ", 1)) from None
+    model = build(WebConfigModel, document, prefix="web-config-file")
     web = WebConfig(model.tls_server_config, dict(model.basic_auth_users))
     web.ssl_context()  # fail now, before any server starts, on unreadable certificates
     return web

@@ -84,6 +84,14 @@ class TopicAdmin:
         self.timeout_s, self.survey_timeout_s = timeout_s, survey_timeout_s
         self._admin: Any = AdminClient(settings)
 
+    def poll(self) -> None:
+        """Serve the client's queued events without waiting.
+
+        With a ``logger`` setting librdkafka queues its log lines for ``poll()`` instead of
+        printing them; unserved, the queue grows for as long as the cluster is unreachable.
+        """
+        self._admin.poll(0)
+
     def survey(self, topic: str, *, known: bool = False) -> Survey | None:
         """See :func:`survey`."""
         return survey(self._admin, topic, self.survey_timeout_s, known=known)

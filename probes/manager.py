@@ -53,6 +53,8 @@ class Admin(Protocol):
 
     def elect_preferred(self, topic: str, partitions: Sequence[int]) -> Future[Any]: ...
 
+    def poll(self) -> None: ...
+
 
 @runtime_checkable
 class Growable(Protocol):
@@ -141,6 +143,7 @@ class TopicManager:
 
     def tick(self, now_s: float) -> None:
         """Settle the call in flight, then survey (and act) when the interval has passed."""
+        self.admin.poll()  # librdkafka's log lines, queued for the probe's log, must not pile up
         if self.pending is not None:
             if not self.pending[1].done():
                 return

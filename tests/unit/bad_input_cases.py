@@ -4,8 +4,10 @@
 Cases come from the functions in :data:`SOURCES`, each yielding :class:`Case` objects: a short
 hand-written list (:func:`listed`) and generators that walk the stages' pydantic models and the
 CLI's parsers (every YAML field × every wrong YAML type, every typo of a key or section, every
-numeric flag × every wrong value, the cross-field rules). Adding a source is adding a function to
-:data:`SOURCES`.
+numeric flag × every wrong value, the cross-field rules), damaged archives and output paths for
+``report``/``slo`` (``tests/unit/report/bad_archives.py``) and ``--web-config-file`` files. Adding
+a source is adding a function to :data:`SOURCES`; a case that needs files (an archive, a web
+config, TLS certificates) names a :class:`Fixture` that makes them in an empty directory.
 
 :func:`run` runs one case in-process through ``monitor.cli.main`` with file-descriptor-level
 capture (librdkafka's own output counts) and a listening socket as the bootstrap server, which
@@ -22,6 +24,7 @@ import functools
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
 import sys
@@ -30,6 +33,7 @@ import types
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from dataclasses import field as dc_field
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +48,27 @@ CASE_TIMEOUT_S = 20
 
 
 @dataclass(frozen=True)
+class Fixture:
+    """Files a case runs on (a damaged archive, a web config file), made in an empty directory.
+
+    ``prepare(directory)`` makes them and returns what to fill in: placeholders of the flags
+    (``ARCHIVE``, ``WEBCONFIG``, ...) to real paths, which the error line is mapped back to, and
+    ``{reason}``-style keys of ``expect`` to what the damage says the reader must report.
+    ``forbidden`` is a glob (placeholders allowed) that must match nothing after the run.
+    """
+
+    description: str
+    prepare: Callable[[Path], dict[str, str]] = dc_field(compare=False, hash=False)
+    forbidden: str | None = None
+
+
+@dataclass(frozen=True)
 class Case:
     """One bad input: ``nines COMMAND FLAGS [--config FILE]`` and what the one line must say.
 
     ``expect`` is the whole message after ``nines COMMAND: error: `` when ``exact``, else the
-    start of it (the field's dotted name); ``{port}`` and ``{config}`` are filled in.
+    start of it (the field's dotted name); ``{port}`` and ``{config}`` are filled in, and the
+    fixture's placeholders.
     """
 
     source: str
@@ -57,16 +77,19 @@ class Case:
     config: str | bytes | None = None
     expect: str = ""
     exact: bool = False
+    fixture: Fixture | None = None
 
     @property
     def shown(self) -> str:
         """The input as the table shows it."""
         shown = " ".join(f if f else '""' for f in self.flags)
-        shown = shown.replace(f"--bootstrap {LISTENER}", "").strip()
+        shown = shown.replace(f"--bootstrap {LISTENER}", "").replace(f"{ROOT}/", "").strip()
         if self.config is not None:
             text = self.config.decode("latin-1") if isinstance(self.config, bytes) else self.config
             conf = "config: " + text.strip().replace("\n", " ⏎ ")
             shown = f"{shown} {conf}" if shown else conf
+        if self.fixture is not None:
+            shown = f"{shown} · {self.fixture.description}"
         return shown or "(none)"
 
 
@@ -78,6 +101,9 @@ class Outcome:
     out: str
     err: str
     connections: int
+    #: the fixture's ``{key}`` values for ``expect``, and what it left that it must not have
+    filled: dict[str, str] = dc_field(default_factory=dict)
+    leftovers: tuple[str, ...] = ()
 
     def message(self, command: str) -> str:
         """The error line without ``nines COMMAND: error: `` (or the whole stderr)."""
@@ -330,6 +356,163 @@ def cross_field() -> Iterator[Case]:
         yield Case("cross-field", command, _kafka_command(command, flags), config, expect)
 
 
+def archives() -> Iterator[Case]:
+    """``nines report`` and ``nines slo`` on a damaged archive or output path
+    (``tests/unit/report/bad_archives.py``): the file named, exit 2, nothing written."""
+    from tests.unit.report.bad_archives import build_archive, cases, prepare_paths
+
+    for c in cases():
+
+        def prepare(directory: Path, c: Any = c) -> dict[str, str]:
+            archive, tmp = directory / "archive", directory / "tmp"
+            tmp.mkdir()
+            prepare_paths(tmp)
+            bad = build_archive(archive)
+            reason = c.corruption.damage(bad) if c.corruption is not None else ""
+            return {"ARCHIVE": str(archive), "BAD": str(bad), "TMP": str(tmp), "{reason}": reason}
+
+        fixture = Fixture(c.description, prepare, forbidden="TMP/plot*")
+        yield Case("archives", c.command, tuple(c.flags), None, c.expected, True, fixture)
+
+
+#: A bcrypt hash (of "nines", cost 4) for cases that need a valid one to damage.
+GOOD_HASH = "$2b$04$abcdefghijklmnopqrstuuLvIkl8XnqkxxPX74MBEEMZN7lv4Spje"
+#: ``basic_auth_users`` values that are no bcrypt hash: (what it is, the value).
+BAD_HASHES = [
+    ("a plaintext password", "s3cret"),
+    ("a plaintext password over 72 bytes", "p" * 73),
+    ("an empty string", ""),
+    ("cost 03", GOOD_HASH.replace("$04$", "$03$")),
+    ("cost 32", GOOD_HASH.replace("$04$", "$32$")),
+    ("a one-digit cost", GOOD_HASH.replace("$04$", "$4$")),
+    ("prefix $2x$", GOOD_HASH.replace("$2b$", "$2x$")),
+    ("prefix $2$", GOOD_HASH.replace("$2b$", "$2$")),
+    ("an MD5 crypt", "$1$abcdefgh$0123456789abcdefghijkl"),
+    ("an htpasswd SHA1", "{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g="),
+    ("a SHA-256 hex digest", "a" * 64),
+    ("one character short", GOOD_HASH[:-1]),
+    ("one character long", GOOD_HASH + "e"),
+    ("a character outside bcrypt's base64", GOOD_HASH[:-1] + "!"),
+    ("a leading space", " " + GOOD_HASH),
+    ("a trailing newline", GOOD_HASH + "\n"),
+    ("the whole htpasswd line", "prometheus:" + GOOD_HASH),
+    ("the hash upper-cased", GOOD_HASH.upper()),
+]
+WEB = "web-config-file"
+NOT_BCRYPT = (
+    WEB + ".basic_auth_users: user {user!r}: the password must be a bcrypt hash ($2y$, a cost "
+    "of 04-31, then 53 characters; e.g. htpasswd -nBC 10 USER)"
+)
+WEB_FLAGS = ("--metrics-port=0", "--web-config-file", "WEBCONFIG")
+
+
+@functools.cache
+def _tls_files() -> dict[str, str]:
+    """A CA and a server certificate, made once (openssl) for the TLS cases."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tls_material import make_tls
+
+    tls = make_tls(_resources().tmp / "tls")
+    return {"CERT": str(tls.cert), "KEY": str(tls.key), "CA": str(tls.ca)}
+
+
+def _web_case(text: str, expect: str, exact: bool = False) -> Iterator[Case]:
+    """One web config file under probe and stream; CERT, KEY, CA are real TLS files."""
+
+    def prepare(directory: Path) -> dict[str, str]:
+        paths = {"GARBAGE": str(directory / "garbage.pem"), "DIR": str(directory / "dir")}
+        Path(paths["GARBAGE"]).write_text("-----BEGIN CERTIFICATE-----\nnot base64\n")
+        Path(paths["DIR"]).mkdir()
+        if any(p in text for p in ("CERT", "KEY", "CA")):
+            paths |= _tls_files()
+        web = directory / "web.yml"
+        web.write_text(_fill(text, paths), encoding="utf-8")
+        return {"WEBCONFIG": str(web), **paths}
+
+    shown = "web config: " + text.strip().replace("\n", " ⏎ ")
+    for command in ("probe", "stream"):
+        fixture = Fixture(shown, prepare)
+        yield Case("web-config", command, (*KAFKA, *WEB_FLAGS), None, expect, exact, fixture)
+
+
+def web_config() -> Iterator[Case]:
+    """``--web-config-file`` files under ``nines probe`` and ``nines stream``: every field ×
+    every wrong YAML type, mistyped keys, malformed bcrypt hashes, unusable TLS files."""
+    from core.webconfig import TlsServerConfig, WebConfigModel
+
+    tls = "tls_server_config: {cert_file: CERT, key_file: KEY, %s}\n"
+    for model, path in ((WebConfigModel, ""), (TlsServerConfig, "tls_server_config.")):
+        for name, info in model.model_fields.items():
+            for kind, literal in WRONG_YAML.items():
+                if admits(info.annotation, kind):
+                    continue
+                text = tls % f"{name}: {literal}" if path else f"{name}: {literal}\n"
+                yield from _web_case(text, f"{WEB}.{path}{name}")
+        fields = list(model.model_fields)
+        for key in fields:
+            typo = _typo(key)
+            text = tls % f"{typo}: 1" if path else f"{typo}: {{}}\n"
+            message = f"{WEB}.{path}{typo}: unknown key (did you mean {key!r}?)"
+            yield from _web_case(text, message, exact=True)
+    for _what, hashed in BAD_HASHES:
+        text = f"basic_auth_users:\n  prometheus: {json_quote(hashed)}\n"
+        yield from _web_case(text, NOT_BCRYPT.format(user="prometheus"), exact=True)
+    yield from _web_case(
+        f"basic_auth_users:\n  ok: '{GOOD_HASH}'\n  bad: plain\n",
+        NOT_BCRYPT.format(user="bad"),
+        exact=True,
+    )
+    cannot = f"{WEB}: tls_server_config: cannot load"
+    files: list[tuple[str, str]] = [
+        ("cert_file: /no/such.crt, key_file: KEY", cannot),
+        ("cert_file: CERT, key_file: /no/such.key", cannot),
+        ("cert_file: CERT, key_file: KEY, client_auth_type: RequireAndVerifyClientCert, "
+         "client_ca_file: /no/ca.crt", cannot),
+        ("cert_file: GARBAGE, key_file: KEY", cannot),
+        ("cert_file: CERT, key_file: GARBAGE", cannot),
+        ("cert_file: KEY, key_file: CERT", cannot),
+        ("cert_file: DIR, key_file: KEY", cannot),
+        ("cert_file: CERT, key_file: KEY, client_auth_type: RequireAndVerifyClientCert, "
+         "client_ca_file: GARBAGE", cannot),
+        ("cert_file: CA, key_file: KEY", cannot),
+        ('cert_file: "", key_file: KEY', cannot),
+        ("cert_file: CERT, key_file: KEY, client_auth_type: Always",
+         f"{WEB}.tls_server_config.client_auth_type"),
+        ("cert_file: CERT, key_file: KEY, min_version: TLS9",
+         f"{WEB}.tls_server_config.min_version"),
+        ("cert_file: CERT, key_file: KEY, min_version: tls12",
+         f"{WEB}.tls_server_config.min_version"),
+        ("cert_file: CERT", f"{WEB}.tls_server_config.key_file"),
+        ("key_file: KEY", f"{WEB}.tls_server_config.cert_file"),
+    ]  # fmt: skip
+    for body, expect in files:
+        yield from _web_case(f"tls_server_config: {{{body}}}\n", expect)
+    for auth in ("RequireAndVerifyClientCert", "RequireAnyClientCert"):
+        body = f"cert_file: CERT, key_file: KEY, client_auth_type: {auth}"
+        message = f"{WEB}: tls_server_config.client_auth_type {auth} needs client_ca_file"
+        yield from _web_case(f"tls_server_config: {{{body}}}\n", message, exact=True)
+    yield from _web_case("tls_server_config: {}\n", f"{WEB}.tls_server_config.cert_file")
+    documents = [
+        ("- a\n- b\n", "WEBCONFIG must hold a mapping at the top level"),
+        ("just a string\n", "WEBCONFIG must hold a mapping at the top level"),
+        ("tls_server_config: [unclosed\n",
+         "WEBCONFIG is not valid YAML: while parsing a flow sequence"),
+    ]  # fmt: skip
+    for text, message in documents:
+        yield from _web_case(text, f"{WEB}: {message}", exact=True)
+    for command in ("probe", "stream"):
+        flags = (*KAFKA, "--metrics-port=0", "--web-config-file", "/no/such.yml")
+        message = f"{WEB}: cannot read /no/such.yml: No such file or directory"
+        yield Case("web-config", command, flags, None, message, exact=True)
+
+
+def json_quote(text: str) -> str:
+    """``text`` as a double-quoted YAML scalar (escapes and all)."""
+    import json
+
+    return json.dumps(text)
+
+
 #: Every source of cases, in table order. Add a function here to add cases.
 SOURCES: list[Callable[[], Iterator[Case]]] = [
     listed,
@@ -337,6 +520,8 @@ SOURCES: list[Callable[[], Iterator[Case]]] = [
     unknown_keys,
     cross_field,
     flag_values,
+    archives,
+    web_config,
 ]
 
 
@@ -346,7 +531,7 @@ def all_cases() -> tuple[Case, ...]:
     cases = tuple(case for source in SOURCES for case in source())
     seen: dict[tuple[Any, ...], Case] = {}
     for case in cases:
-        key = (case.command, case.flags, case.config)
+        key = (case.command, case.flags, case.config, case.fixture)
         assert key not in seen, f"the same input twice: {case} and {seen[key]}"
         seen[key] = case
     return cases
@@ -428,6 +613,13 @@ def run(case: Case) -> Outcome:
     argv = [case.command]
     argv += [f.replace(BUSY, str(port)).replace(LISTENER, res.address) for f in case.flags]
     config = res.tmp / "nines.yaml"
+    paths: dict[str, str] = {}
+    filled: dict[str, str] = {}
+    scratch = Path(tempfile.mkdtemp(dir=res.tmp))
+    if case.fixture is not None:
+        for key, value in case.fixture.prepare(scratch).items():
+            (filled if key.startswith("{") else paths)[key] = value
+    argv = [_fill(a, paths) for a in argv]
     if case.config is not None:
         config.write_bytes(case.config if isinstance(case.config, bytes) else case.config.encode())
         argv += ["--config", str(config)]
@@ -449,7 +641,21 @@ def run(case: Case) -> Outcome:
     err = (
         got["err"].replace(str(config), "{config}").replace(f"127.0.0.1:{port}", "127.0.0.1:{port}")
     )
-    return Outcome(code, got["out"], err, res.connections())
+    # the longest path first: a file's path starts with its directory's
+    for placeholder, path in sorted(paths.items(), key=lambda kv: -len(kv[1])):
+        err = err.replace(path, placeholder)
+    leftovers: tuple[str, ...] = ()
+    if case.fixture is not None and case.fixture.forbidden:
+        pattern = _fill(case.fixture.forbidden, paths)
+        leftovers = tuple(str(p) for p in Path("/").glob(pattern.lstrip("/")))
+    shutil.rmtree(scratch, ignore_errors=True)
+    return Outcome(code, got["out"], err, res.connections(), filled, leftovers)
+
+
+def _fill(text: str, paths: dict[str, str]) -> str:
+    for placeholder, path in paths.items():
+        text = text.replace(placeholder, path)
+    return text
 
 
 _outcomes: dict[Case, Outcome] = {}
@@ -475,13 +681,18 @@ def problems(case: Case, result: Outcome) -> list[str]:
         wrong.append("output on stdout")
     if result.connections:
         wrong.append(f"{result.connections} connection(s) to the bootstrap")
+    if result.leftovers:
+        wrong.append(f"wrote {', '.join(result.leftovers)} although it refused")
     message = result.message(case.command)
+    expect = case.expect
+    for key, value in result.filled.items():
+        expect = expect.replace(key, value)
     if not result.err.startswith(head):
         wrong.append(f"stderr does not start with {head!r}")
-    elif case.exact and message != case.expect:
-        wrong.append(f"says {message!r}, not {case.expect!r}")
-    elif not case.exact and not re.match(rf"{re.escape(case.expect)}\b[.:]", message):
-        wrong.append(f"says {message!r}, which does not start with {case.expect + ':'!r}")
+    elif case.exact and message != expect:
+        wrong.append(f"says {message!r}, not {expect!r}")
+    elif not case.exact and not re.match(rf"{re.escape(expect)}\b[.:]", message):
+        wrong.append(f"says {message!r}, which does not start with {expect + ':'!r}")
     return wrong
 
 
@@ -494,7 +705,25 @@ SOURCE_TITLES = {
     "unknown-keys": "Mistyped keys and sections",
     "cross-field": "Rules between fields",
     "flag-values": "Every numeric flag × every wrong value",
+    "archives": "Damaged archives and output paths (`nines report`, `nines slo`)",
+    "web-config": "`--web-config-file` files (`nines probe`, `nines stream`)",
 }
+
+
+#: What a case feeds nines, and how the table's first line counts it.
+CATEGORIES = {
+    "cli": "on the command line",
+    "yaml": "in the YAML config",
+    "archives": "on archives and output paths",
+    "web-config": "in web config files",
+}
+
+
+def category(case: Case) -> str:
+    """Which input a case is bad in: a key of :data:`CATEGORIES`."""
+    if case.source in ("archives", "web-config"):
+        return case.source
+    return "yaml" if case.config is not None else "cli"
 
 
 def _cell(text: str) -> str:
@@ -504,10 +733,15 @@ def _cell(text: str) -> str:
 def render_table(cases: tuple[Case, ...] | None = None) -> str:
     """The markdown table of every case and what nines answered, grouped by source."""
     cases = all_cases() if cases is None else cases
+    counts = {name: 0 for name in CATEGORIES.values()}
+    for case in cases:
+        counts[CATEGORIES[category(case)]] += 1
+    per = ", ".join(f"{n} {name}" for name, n in counts.items())
     out = [
         BEGIN,
         "",
-        f"{len(cases)} cases, each a run of the real command (`tests/unit/test_bad_inputs.py`).",
+        f"{len(cases)} cases, each a run of the real command (`tests/unit/test_bad_inputs.py`): "
+        f"{per}.",
         "",
     ]
     groups: dict[str, list[Case]] = {}

@@ -12,10 +12,13 @@ from collections import Counter
 
 import pytest
 from bad_input_cases import (
+    BAD_HASHES,
+    CATEGORIES,
     DOC,
     WRONG_YAML,
     Case,
     all_cases,
+    category,
     outcome,
     problems,
     published_table,
@@ -40,6 +43,23 @@ def test_at_least_150_cases_across_the_cli_and_the_yaml() -> None:
     assert len(CASES) >= 150, sources
     assert sum(1 for c in CASES if c.config is not None) >= 100
     assert sum(1 for c in CASES if c.config is None) >= 50
+
+
+def test_every_category_is_in_the_table_with_its_count() -> None:
+    """The CLI, the YAML, the archives and the web config: each counted in the table's head."""
+    from tests.unit.report.bad_archives import cases as archive_cases
+
+    counts = Counter(category(c) for c in CASES)
+    assert set(counts) == set(CATEGORIES)
+    assert counts["archives"] == len(archive_cases()) >= 100
+    web = [c for c in CASES if c.source == "web-config"]
+    assert {c.command for c in web} == {"probe", "stream"}
+    assert all("--web-config-file" in c.flags for c in web)
+    assert len({c.fixture for c in web if c.fixture}) >= len(BAD_HASHES) + 50
+    head = render_table().splitlines()[2]
+    assert head.startswith(f"{len(CASES)} cases")
+    for key, name in CATEGORIES.items():
+        assert f" {counts[key]} {name}" in head
 
 
 def test_every_field_gets_most_wrong_types() -> None:

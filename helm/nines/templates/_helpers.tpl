@@ -158,3 +158,32 @@ dict: value, secretEnv (list), where (value path for errors), kafkaOnly (bool) *
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* Bytes in a Kubernetes quantity (an integer with an optional Ki/Mi/Gi/Ti/K/M/G/T suffix).
+dict: quantity, where (the values key, for the error) */}}
+{{- define "nines.quantityBytes" -}}
+{{- $q := toString .quantity -}}
+{{- $units := dict "" 1 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "K" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 -}}
+{{- $num := regexFind "^[0-9]+" $q -}}
+{{- $suffix := trimPrefix $num $q -}}
+{{- if or (not $num) (not (hasKey $units $suffix)) -}}
+{{- fail (printf "%s: %q is not a size the chart can compute with (use e.g. 40Gi)" .where $q) -}}
+{{- end -}}
+{{- mul (int64 $num) (int64 (get $units $suffix)) -}}
+{{- end -}}
+
+{{/* The stream's archive_max_size in bytes: archiveMaxSize, or archiveVolumePercent of the
+chart-created volume (the archive shares it with the checkpoint, so it must never fill it). */}}
+{{- define "nines.archiveMaxSize" -}}
+{{- $s := .Values.stream -}}
+{{- if $s.archiveMaxSize -}}
+{{- include "nines.quantityBytes" (dict "quantity" $s.archiveMaxSize "where" "stream.archiveMaxSize") -}}
+{{- else if and (eq $s.mode "spark-operator") $s.sparkOperator.persistence.existingClaim -}}
+{{- fail "stream.archiveMaxSize: required with sparkOperator.persistence.existingClaim (the chart does not know that volume's size; e.g. 80% of it)" -}}
+{{- else -}}
+{{- $size := ternary $s.persistence.size $s.sparkOperator.persistence.size (eq $s.mode "local") -}}
+{{- $where := ternary "stream.persistence.size" "stream.sparkOperator.persistence.size" (eq $s.mode "local") -}}
+{{- $bytes := include "nines.quantityBytes" (dict "quantity" $size "where" $where) | int64 -}}
+{{- div (mul $bytes (int64 $s.archiveVolumePercent)) 100 -}}
+{{- end -}}
+{{- end -}}

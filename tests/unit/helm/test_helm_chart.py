@@ -1105,3 +1105,54 @@ def test_network_policy_on_over_the_defaults_needs_only_the_brokers(tmp_path: Pa
     )  # fmt: skip
     [p] = [d for d in every if d["kind"] == "NetworkPolicy"]
     assert p["spec"]["ingress"][0]["from"][0]["namespaceSelector"] == {}
+
+
+# -- The archive fits its volume ------------------------------------------------------------------
+
+GIB = 1 << 30
+#: The archive's measured growth (docs/architecture.md: bench.archive_disk, 12 partitions,
+#: compacted) and the stream's default retention in days.
+ARCHIVE_BYTES_PER_DAY = 0.89e9
+RETENTION_DAYS = 35
+
+
+def pvc_bytes(docs: list[dict[str, Any]]) -> int:
+    [pvc] = [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
+    size = pvc["spec"]["resources"]["requests"]["storage"]
+    assert size.endswith("Gi"), size
+    return int(size.removesuffix("Gi")) * GIB
+
+
+@pytest.mark.parametrize("scenario", ["default-values.yaml", "spark-operator-values.yaml"])
+def test_the_archive_is_capped_below_its_volume(scenario: str) -> None:
+    """archive_max_size is 80 % of the volume: the archive never fills the checkpoint's volume."""
+    docs = render(CHART / "ci" / scenario)
+    cap, volume = stream_config(docs)["archive_max_size"], pvc_bytes(docs)
+    assert cap == volume * 80 // 100
+
+
+def test_the_default_volume_holds_the_default_retention() -> None:
+    docs = render(CHART / "ci" / "default-values.yaml")
+    assert stream_config(docs)["archive_max_size"] >= RETENTION_DAYS * ARCHIVE_BYTES_PER_DAY
+
+
+def test_archive_cap_settings(tmp_path: Path) -> None:
+    local = {"stream": {"bootstrap": "kafka:9092"}}
+    cap = {**local["stream"], "persistence": {"size": "500Mi"}, "archiveVolumePercent": 50}
+    assert stream_config(render_values(tmp_path, {"stream": cap}))["archive_max_size"] == (
+        250 << 20
+    )
+    fixed = {**local["stream"], "archiveMaxSize": "12Gi"}
+    assert stream_config(render_values(tmp_path, {"stream": fixed}))["archive_max_size"] == (
+        12 * GIB
+    )
+    off = {**local["stream"], "archive": False}
+    assert "archive_max_size" not in stream_config(render_values(tmp_path, {"stream": off}))
+    claim = {**OPERATOR["stream"], "sparkOperator": {"persistence": {"existingClaim": "x"}}}
+    with pytest.raises(helm.HelmError, match=r"stream\.archiveMaxSize: required"):
+        render_values(tmp_path, {"stream": claim})
+    docs = render(CHART / "ci" / "spark-operator-existing-claim-values.yaml")
+    assert stream_config(docs)["archive_max_size"] == 30 * GIB
+    odd = {**local["stream"], "persistence": {"size": "1.5Gi"}}
+    with pytest.raises(helm.HelmError, match=r"stream\.persistence\.size"):
+        render_values(tmp_path, {"stream": odd})

@@ -94,6 +94,7 @@ class FakeAdmin:
         self.calls: list[tuple[Any, ...]] = []
         self.surveys = 0
         self.answers: list[Future[Any] | Exception] = []
+        self.polls = 0
 
     def survey(self, topic: str, *, known: bool = False) -> Survey | None:
         self.surveys += 1
@@ -131,6 +132,9 @@ class FakeAdmin:
 
     def elect_preferred(self, topic: str, partitions: Sequence[int]) -> Future[Any]:
         return self._answer("elect_leaders", topic, list(partitions))
+
+    def poll(self) -> None:
+        self.polls += 1
 
 
 def manager(
@@ -393,3 +397,42 @@ def test_new_partitions_that_cannot_be_read_back_yet_are_retried() -> None:
         agent.stop()
     assert transport.refusals == 0 and transport.added == [[2]]
     assert agent.partitions == [0, 1, 2] and stats["partitions"][2]["received"] >= 5
+
+
+def test_every_tick_serves_the_admin_clients_log_queue() -> None:
+    """A real AdminClient on a closed port, with a logger: librdkafka queues its lines for
+    ``poll()``; the manager's ticks deliver them (unserved, the queue grows without bound)."""
+    import socket
+    import time
+
+    from kafkautil.admin import TopicAdmin
+
+    with socket.socket() as s:  # a port that refuses connections
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    lines: list[str] = []
+
+    class Collect:
+        def log(self, _level: int, fmt: str, *args: object) -> None:
+            lines.append(fmt % args if args else fmt)
+
+    admin = TopicAdmin(
+        {"bootstrap.servers": f"127.0.0.1:{port}", "logger": Collect(),
+         "reconnect.backoff.max.ms": 100},
+        timeout_s=1.0,
+        survey_timeout_s=0.05,
+    )  # fmt: skip
+    time.sleep(1.0)
+    assert lines == [], "lines reach the logger only through poll()"
+    m, _ = manager(FakeAdmin(None))
+    m.admin = admin
+    deadline = time.monotonic() + 10
+    while not lines and time.monotonic() < deadline:
+        m.tick(time.monotonic())
+        time.sleep(0.1)
+    assert any("refused" in line.lower() or "failed" in line.lower() for line in lines), lines
+    fake = FakeAdmin(None)
+    m, _ = manager(fake)
+    for t in range(3):
+        m.tick(float(t))
+    assert fake.polls == 3

@@ -6,13 +6,13 @@ spread over its length, replaced by random bytes, given another schema (every co
 retyped), or one row's histogram made inconsistent (every check in ``streaming.archive.check_row``).
 Output-path cases damage the ``--out``/``--hlog`` path instead.
 
-``published_cases()`` lists them as (command, flags, description, expected error line) with
-``ARCHIVE``, ``BAD`` and ``TMP`` for the paths, for the bad-input table in docs/configuration.md.
+``cases()`` lists them with ``ARCHIVE``, ``BAD`` and ``TMP`` for the paths; they are the
+``archives`` source of tests/unit/bad_input_cases.py, which runs each through the real CLI
+(tests/unit/test_bad_inputs.py) and publishes them in docs/configuration.md's bad-input table.
 """
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -350,20 +350,3 @@ def prepare_paths(tmp: Path) -> None:
     """The things output-path cases point into: a file, and a directory named like an output."""
     (tmp / "file.txt").write_text("not a directory\n")
     (tmp / "dir.png").mkdir()
-
-
-def published_cases() -> list[tuple[str, list[str], str, str]]:
-    """(command, flags, description, expected error line) of every case, paths as placeholders.
-
-    The archives are seeded, so each reason (which names the values a row edit changed) is the
-    same every time; it is taken from damaging a scratch archive.
-    """
-    rows = []
-    with tempfile.TemporaryDirectory() as scratch:
-        for i, c in enumerate(cases()):
-            expected = c.expected
-            if c.corruption is not None:
-                bad = build_archive(Path(scratch) / str(i))
-                expected = expected.replace("{reason}", c.corruption.damage(bad))
-            rows.append((c.command, c.flags, c.description, expected))
-    return rows
