@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # The stamp names the dependency spec and this checkout's path: an editable install points here.
 STAMP := $(VENV)/.nines-installed-$(shell (cat pyproject.toml; echo $(CURDIR)) | sha1sum | cut -c1-12)
 
-.PHONY: demo test lint bench soak dashboards setup system-test-deps clean
+.PHONY: demo test lint bench soak dashboards setup system-test-deps aggregator-jar clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,7 +14,12 @@ $(STAMP): pyproject.toml
 	@rm -f $(VENV)/.nines-installed-*
 	@touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) aggregator-jar
+
+## The stream job's histogram merge (jvm/aggregator, Java 17): built once with Maven and cached
+## under ~/.cache/nines, named by its sources' hash (a no-op when the cached jar is current).
+aggregator-jar: $(STAMP)
+	@$(PY) -m streaming.aggregator_jar >/dev/null
 
 ## Test-only system packages: real Prometheus, promtool and Alertmanager for the e2e tests;
 ## nats-server, redis-server and rabbitmq-server for the probe's transport tests.

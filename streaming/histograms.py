@@ -1,9 +1,10 @@
-"""HDR histograms as Spark state: partial histograms from the reader, merged by summing.
+"""HDR histograms as Spark state: whole partial histograms from the reader, merged in the JVM.
 
 The reader (``streaming.combine``) hands Spark one row per (resolution, window, series, kind,
-reason, bucket) with count, lost, max and sum. Every such key is a group of Spark's stateful
-aggregation; merging histograms is adding their counts and keeping the max, so all resolutions
-are kept at once and each closed window is emitted exactly once. The send-time leader is part of
+reason) carrying an encoded sparse histogram (``streaming.wire``). Every such key is a group of
+Spark's stateful aggregation; ``nines_hist_merge`` (``jvm/aggregator``, a typed ``Aggregator``
+with binary state) adds their counts and keeps the max, so all resolutions are kept at once and
+each closed window is emitted exactly once. The send-time leader is part of
 the key: a partition's state splits only when its leader moves within a window, and the sink
 builds partition, topic and broker series from these cells (``core.windows.with_rollups``).
 """
@@ -14,6 +15,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from core.windows import UNKNOWN_BROKER, WindowSpec
+from streaming.aggregator_jar import FUNCTION
 from streaming.combine import (
     KIND_CODES,
     NO_LEADER,
@@ -22,12 +24,14 @@ from streaming.combine import (
     UNKNOWN_LEADER,
 )
 
+#: The aggregate that merges histograms (registered by ``streaming.aggregator_jar``).
+MERGE_FUNCTION = FUNCTION
 #: Kinds of the counted-not-measured rows (late, bad by reason, vanished offsets).
 STAT_PREFIX = "stat:"
 
 
 def windowed_histograms(rows: DataFrame, windows: WindowSpec, watermark_ms: int) -> DataFrame:
-    """Bucket counts per (resolution, window, series, kind, bucket), final once the window closes.
+    """One histogram per (resolution, window, series, kind), final once the window closes.
 
     The window end carries Spark's watermark metadata, so one stateful aggregation evicts and
     emits every resolution's windows exactly when the watermark passes their end. Emitted rows
@@ -36,19 +40,11 @@ def windowed_histograms(rows: DataFrame, windows: WindowSpec, watermark_ms: int)
     window_end = F.timestamp_micros(F.col("window_end_us")).alias(
         "window_end", metadata={"spark.watermarkDelayMs": watermark_ms}
     )
-    keys = [
-        "span_us", "window_end", "cluster", "topic", "partition", "leader", "kind", "reason",
-        "bucket",
-    ]  # fmt: skip
+    keys = ["span_us", "window_end", "cluster", "topic", "partition", "leader", "kind", "reason"]
     counts = (
         rows.withColumn("window_end", window_end)
         .groupBy(*keys)
-        .agg(
-            F.sum("n").alias("count"),
-            F.sum("lost").alias("lost"),
-            F.max("max_us").alias("max_us"),
-            F.sum("sum_us").alias("sum_us"),
-        )
+        .agg(F.call_function(MERGE_FUNCTION, F.col("hist")).alias("hist"))
     )
     return counts.select(
         _label(F.col("span_us"), {us: r for r, us in windows.resolutions_us.items()}).alias(
@@ -65,11 +61,7 @@ def windowed_histograms(rows: DataFrame, windows: WindowSpec, watermark_ms: int)
         .otherwise(F.col("leader").cast("string"))
         .alias("broker"),
         _kind_label(F.col("kind"), F.col("reason")).alias("kind"),
-        "bucket",
-        "count",
-        "lost",
-        "max_us",
-        "sum_us",
+        "hist",
     )
 
 
