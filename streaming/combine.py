@@ -1,11 +1,13 @@
 """The combiner: a reader's echoes as partial HDR histograms, before any row reaches Spark.
 
-The reader groups its echoes with numpy and Arrow, first per (resolution, window, series, kind,
-reason, bucket), then into one row per (resolution, window, series, kind, reason) carrying a
-whole sparse histogram (``streaming.wire``: count per bucket, lost, max, sum) and the latest
-event time. Spark's state merges those histograms (``HistogramMerge``, in the JVM), so the rows
-into Spark grow with windows × series × kinds × tasks, not with the distinct buckets; re-reading
-the same offsets gives the same histograms, so exactly-once holds.
+The reader groups its echoes with numpy and Arrow, first per (finest window, series, kind,
+reason, bucket), then into one row per (finest window, series, kind, reason) carrying a whole
+sparse histogram (``streaming.wire``: count per bucket, lost, max, sum) and the latest event
+time. Only the finest resolution is read from echoes: Spark builds the coarser ones by merging
+closed finest windows (``streaming.histograms``). Spark's state merges the histograms
+(``HistogramMerge``, in the JVM), so the rows into Spark grow with windows × series × kinds ×
+tasks, not with the distinct buckets; re-reading the same offsets gives the same histograms, so
+exactly-once holds.
 """
 
 from __future__ import annotations
@@ -43,12 +45,11 @@ _SUBJECT_FIELDS = [
     ("kind", pa.int32()),
     ("reason", pa.string()),
 ]
-#: The key of a partial histogram: a state key of Spark's aggregation.
-HIST_KEYS = ("span_us", "window_end_us", *(name for name, _ in _SUBJECT_FIELDS))
+#: The key of a partial histogram: a state key of Spark's aggregation (finest windows only).
+HIST_KEYS = ("window_end_us", *(name for name, _ in _SUBJECT_FIELDS))
 #: What the reader hands Spark: one whole histogram (``streaming.wire``) per key.
 PARTIAL_SCHEMA = pa.schema(
     [
-        ("span_us", pa.int64()),
         ("window_end_us", pa.int64()),
         *_SUBJECT_FIELDS,
         ("hist", pa.binary()),
@@ -60,7 +61,6 @@ GROUP_KEYS = (*HIST_KEYS, "bucket")
 #: The reader's bucket rows: one per group, count, lost, max and sum.
 BUCKET_SCHEMA = pa.schema(
     [
-        ("span_us", pa.int64()),
         ("window_end_us", pa.int64()),
         *_SUBJECT_FIELDS,
         ("bucket", pa.int64()),
@@ -93,20 +93,17 @@ _AGGREGATES = [
 def combine(rows: pa.RecordBatch | pa.Table, windows: WindowSpec, layout: HdrLayout) -> pa.Table:
     """Bucket rows (``BUCKET_SCHEMA``) of marked source rows (``streaming.source.SOURCE_SCHEMA``).
 
-    Measured kinds go to every resolution, counted rows (late, bad, data loss) to the finest
-    only, as the windows they are judged on. Each finest window is grouped once; the coarser
-    resolutions regroup those partials, which are far fewer than the echoes.
+    Every kind, measured or counted (late, bad, data loss), goes to the finest windows only; the
+    coarser resolutions are merged from them in Spark.
     """
     table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
     samples = _samples(table)
     values = samples.column("value_us").to_numpy(zero_copy_only=False)
     n = samples.column("n").to_numpy(zero_copy_only=False)
     event = samples.column("event_us").to_numpy(zero_copy_only=False)
-    finest = samples.select(
-        ["cluster", "topic", "partition", "leader", "kind", "reason"]
-    ).append_column("span_us", pa.array(np.full(len(values), windows.finest_us, np.int64)))
     finest = (
-        finest.append_column("window_end_us", pa.array(window_end_us(event, windows.finest_us)))
+        samples.select(["cluster", "topic", "partition", "leader", "kind", "reason"])
+        .add_column(0, "window_end_us", pa.array(window_end_us(event, windows.finest_us)))
         .append_column("bucket", pa.array(layout.index_of(values)))
         .append_column("n", samples.column("n"))
         .append_column("lost", samples.column("lost"))
@@ -114,21 +111,7 @@ def combine(rows: pa.RecordBatch | pa.Table, windows: WindowSpec, layout: HdrLay
         .append_column("sum_us", pa.array(values * n))
         .append_column("event_us", samples.column("event_us"))
     )
-    parts = [_group(finest)]
-    measured = parts[0].filter(pc.less(parts[0].column("kind"), min(STAT_CODES.values())))
-    for span_us in list(windows.resolutions_us.values())[1:]:
-        start = measured.column("window_end_us").to_numpy() - windows.finest_us
-        coarse = measured.set_column(
-            measured.schema.get_field_index("span_us"),
-            "span_us",
-            pa.array(np.full(measured.num_rows, span_us, np.int64)),
-        ).set_column(
-            measured.schema.get_field_index("window_end_us"),
-            "window_end_us",
-            pa.array(window_end_us(start, span_us)),
-        )
-        parts.append(_group(coarse))
-    return pa.concat_tables(parts)
+    return _group(finest)
 
 
 #: Marked rows a reader gathers before combining them: the more echoes per combine, the fewer
