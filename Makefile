@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # The stamp names the dependency spec and this checkout's path: an editable install points here.
 STAMP := $(VENV)/.nines-installed-$(shell (cat pyproject.toml; echo $(CURDIR)) | sha1sum | cut -c1-12)
 
-.PHONY: demo test lint bench soak dashboards setup system-test-deps kafka-jars clean
+.PHONY: demo test lint bench soak dashboards setup system-test-deps maven kafka-jars aggregator-jar clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,11 +14,25 @@ $(STAMP): pyproject.toml
 	@rm -f $(VENV)/.nines-installed-*
 	@touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) aggregator-jar
+
+## Maven builds the stream job's aggregator and resolves Apache Kafka for the tests: installed
+## from Debian's packages when missing and run as root, else one line naming it.
+maven:
+	@if ! command -v mvn >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null) \
+	      || { echo "error: could not install maven (apt-get install maven)"; exit 1; }; \
+	  else echo "error: nines needs Maven (mvn): apt-get install maven"; exit 1; fi; \
+	fi
+
+## The stream job's histogram merge (jvm/aggregator, Java 17): built once with Maven and cached
+## under ~/.cache/nines, named by its sources' hash (a no-op when the cached jar is current).
+aggregator-jar: $(STAMP) maven
+	@$(PY) -m streaming.aggregator_jar >/dev/null
 
 ## Test-only system packages: real Prometheus, promtool and Alertmanager for the e2e tests;
-## Maven for Apache Kafka's jars; nats-server, redis-server and rabbitmq-server for the probe's
-## transport tests.
+## nats-server, redis-server and rabbitmq-server for the probe's transport tests.
 ## Under CI (CI=true) a failed install fails the run: the tests they back must never skip there.
 system-test-deps:
 	@if ! command -v promtool >/dev/null || ! command -v prometheus-alertmanager >/dev/null; then \
@@ -28,14 +42,6 @@ system-test-deps:
 	           else echo "warning: could not install prometheus/alertmanager; e2e tests will be skipped"; fi; }; \
 	  elif [ "$$CI" = true ]; then echo "error: CI needs prometheus and prometheus-alertmanager (run as root)"; exit 1; \
 	  else echo "warning: not root; install prometheus and prometheus-alertmanager for the e2e tests"; fi; \
-	fi
-	@if ! command -v mvn >/dev/null; then \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null) \
-	      || { if [ "$$CI" = true ]; then echo "error: could not install maven (CI needs Apache Kafka's jars)"; exit 1; \
-	           else echo "warning: could not install maven; the Apache Kafka tests will be skipped"; fi; }; \
-	  elif [ "$$CI" = true ]; then echo "error: CI needs maven (run as root)"; exit 1; \
-	  else echo "warning: not root; install maven for the Apache Kafka tests"; fi; \
 	fi
 	@if ! command -v nats-server >/dev/null || ! command -v redis-server >/dev/null || ! command -v rabbitmq-server >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ]; then \
@@ -48,8 +54,8 @@ system-test-deps:
 
 ## Apache Kafka for the tests and benches (`nines broker --engine kafka`): the release pinned in
 ## testbroker/kafka/pom.xml, resolved once with Maven into ~/.m2 (the classpath is cached under
-## ~/.cache/nines; later runs take 0.3 s). Maven is installed with the test packages when root.
-kafka-jars: setup
+## ~/.cache/nines; later runs take 0.3 s).
+kafka-jars: setup maven
 	$(PY) -m testbroker.kafka_jars
 
 demo: setup

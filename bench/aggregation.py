@@ -190,7 +190,15 @@ def run_worker(
     from streaming.config import StreamConfig
     from streaming.job import spark_session
 
-    cores = int(master.removeprefix("local[").removesuffix("]"))
+    cluster = None
+    if master == "standalone":  # a master and two 1-core workers on loopback, this run's own
+        from bench.spark_cluster import StandaloneCluster
+
+        cluster = StandaloneCluster(Path(tempfile.mkdtemp(prefix="nines-sa-")), 2, 1).start()
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+        master, cores = cluster.url, 2
+    else:
+        cores = int(master.removeprefix("local[").removesuffix("]"))
     config = StreamConfig.model_validate(
         {
             "bootstrap": "replay:0",
@@ -210,11 +218,14 @@ def run_worker(
         spark.dataSource.register(raw_replay_source())
         fmt = "nines-replay-raw"
     counted = {"e2e": 0}
+    roots = [os.getpid(), *(p.pid for p in (cluster.procs if cluster else []))]
+    cpu_at_batch: list[float] = []
 
     def on_batch(batch_id: int, windows: list[Any], counters: Any) -> None:
         for w in windows:
             if w.resolution == "10s" and w.series.kind == "e2e" and w.series.partition != "all":
                 counted["e2e"] += w.hist.total
+        cpu_at_batch.append(tree_cpu_s(roots))
 
     def source(session: Any) -> Any:
         return (
@@ -237,6 +248,8 @@ def run_worker(
     finally:
         job.stop()
         spark.stop()
+        if cluster is not None:
+            cluster.stop()
     if counted["e2e"] != expected:
         raise RuntimeError(f"{master}: {counted['e2e']} e2e samples out of {expected} echoes")
     busy = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
@@ -246,7 +259,9 @@ def run_worker(
     per_value = V2_BATCH if echo_format == "v2" else 1
     measured_s = sum(busy[1:-1])
     measured_rows = len(busy[1:-1]) * rows_per_batch * per_value
-    state = [op.get("numRowsTotal", 0) for p in progress for op in p.get("stateOperators", [])]
+    state = [sum(op.get("numRowsTotal", 0) for op in p.get("stateOperators", [])) for p in progress]
+    # CPU of the whole job (driver, JVM, Python workers, executors) over the steady batches
+    steady_cpu = cpu_at_batch[-2] - cpu_at_batch[0] if len(cpu_at_batch) >= 3 else None
     return {
         "master": master,
         "echo_format": echo_format,
@@ -259,8 +274,37 @@ def run_worker(
         "cold_batch_s": round(busy[0], 2),
         "wall_s_incl_start": round(wall_s, 2),
         "max_state_rows": max(state, default=0),
+        "state_rows_per_batch": state,
         "e2e_samples_counted": counted["e2e"],
+        "job_cpu_s_steady": round(steady_cpu, 2) if steady_cpu is not None else None,
+        "job_cpu_us_per_echo": (
+            round(steady_cpu / measured_rows * 1e6, 2) if steady_cpu and measured_rows else None
+        ),
+        "load_avg_1m_end": round(os.getloadavg()[0], 2),
     }
+
+
+def tree_cpu_s(roots: list[int]) -> float:
+    """utime + stime of ``roots`` and every descendant alive now (children of children too)."""
+    from bench.procstat import cpu_s
+
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    total, todo = 0.0, list(roots)
+    while todo:
+        pid = todo.pop()
+        try:
+            total += cpu_s(pid)
+        except OSError:
+            continue
+        todo += children.get(pid, [])
+    return total
 
 
 def run_aggregation(quick: bool = False) -> dict[str, Any]:

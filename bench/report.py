@@ -437,6 +437,42 @@ def summarise_aggregation(agg: Json) -> str:
     )
 
 
+def scale_section(sc: Json) -> str:
+    """Rows into Spark, throughput by format × master × batch size, fixed cost: ``bench.scale``."""
+    out = ["From `bench/results/scale.json` (`python -m bench.scale`); every number with the "
+           "1-minute load average at its end (the machine may be shared)."]  # fmt: skip
+    if sc.get("rows"):
+        rows = [
+            [f"{r['echoes']:,}", str(r["series"]), str(r["tasks"]), f"{r['rows_into_spark']:,}",
+             f"{r['rows_per_echo']:g}", f"{r['finest_bucket_rows_format1']:,}",
+             f"{r['load_avg_1m']:g}"]
+            for r in sc["rows"]
+        ]  # fmt: skip
+        header = ["echoes/batch", "series", "read tasks", "rows into Spark", "per echo",
+                  "format 1 (finest only)", "load"]  # fmt: skip
+        out.append("Rows into Spark per micro-batch (160 s of event time, 10s/1m/1h):\n\n"
+                   + table(header, rows))  # fmt: skip
+    if sc.get("spark"):
+        rows = [
+            [r.get("echo_format", "?"), r.get("master", "?"), f"{r.get('echoes_per_batch', 0):,}",
+             f"{r.get('echoes_per_s') or 0:,}", f"{max(r.get('partials_per_batch') or [0]):,}",
+             f"{r.get('max_state_rows', 0):,}", str(r.get("job_cpu_us_per_echo")),
+             str(r.get("load_avg_1m_end"))]
+            for r in sc["spark"]
+        ]  # fmt: skip
+        header = ["format", "master", "echoes/batch", "echoes/s", "max rows into Spark",
+                  "state rows", "job CPU µs/echo", "load"]  # fmt: skip
+        out.append("Apart from Kafka (replayed):\n\n" + table(header, rows))
+    fixed = sc.get("fixed")
+    if fixed:
+        out.append(
+            f"Fixed cost of a micro-batch (500 echoes, local[2]): "
+            f"{fixed.get('fixed_batch_s_median')} s (median). Job CPU at 1,500 echoes/s with "
+            f"a 5 s trigger: {fixed.get('job_cpu_core_share_at_1500_per_s_5s_trigger')} of a core."
+        )
+    return "\n\n".join(out) + "\n"
+
+
 def aggregation_section(agg: Json) -> str:
     """Per-master table of the replay benchmark."""
     rows = []
@@ -1226,6 +1262,13 @@ def render(results: dict[str, Json], img_dir: Path = IMG_DIR, doc_path: Path = D
         out.append(aggregation_section(agg))
     else:
         out.append(missing(title, "aggregation", not_measured(title, "aggregation")))
+    scale = results.get("scale")
+    title = "## The aggregation's cost model (state format 2)"
+    if scale:
+        out.append(f"{title}\n")
+        out.append(scale_section(scale))
+    else:
+        out.append(missing(title, "scale", not_measured(title, "scale")))
     probe = results.get("probe")
     title = "## Probe: send lag and CPU"
     if probe:

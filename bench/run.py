@@ -31,6 +31,7 @@ PARTS = (
     "floor",
     "formats",
     "compare",
+    "scale",
 )
 
 
@@ -141,6 +142,15 @@ def _formats(quick: bool) -> None:
     run_formats(quick=quick)
 
 
+def _scale(quick: bool) -> None:
+    """The aggregation's cost model: rows into Spark, masters, formats (``bench.scale``)."""
+    from bench.scale import main as scale
+
+    args = ["--quick", "--sizes", "100000,400000"] if quick else ["--sizes", "100000,1000000"]
+    if scale(args) != 0:
+        raise RuntimeError("bench.scale failed")
+
+
 RUNNERS: dict[str, Callable[[bool], None]] = {
     "accuracy": _accuracy,
     "co": _co,
@@ -152,6 +162,7 @@ RUNNERS: dict[str, Callable[[bool], None]] = {
     "floor": _floor,
     "formats": _formats,
     "compare": _compare,
+    "scale": _scale,
 }
 
 

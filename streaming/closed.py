@@ -1,9 +1,9 @@
 """Closed windows out of Spark's aggregated rows: pure Arrow → histograms and counters.
 
-What ``foreachBatch`` receives (one row per window, series, send-time leader, kind and bucket,
-plus the counter rows) becomes ``WindowHistogram``s and ``StreamCounters``; no Spark, no I/O, so
-it is tested on plain Arrow tables. Rows with a ``broker`` come out as cells (one partition under
-one leader) for ``core.windows.with_rollups``.
+What ``foreachBatch`` receives (one row per window, series, send-time leader and kind, carrying a
+histogram encoded by ``streaming.wire``, plus the counter rows) becomes ``WindowHistogram``s
+and ``StreamCounters``; no Spark, no I/O, so it is tested on plain Arrow tables. Rows with a
+``broker`` come out as cells (one partition under one leader) for ``core.windows.with_rollups``.
 """
 
 from __future__ import annotations
@@ -18,75 +18,52 @@ from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram
 from streaming.counters import StreamCounters
 from streaming.histograms import STAT_PREFIX
+from streaming.wire import decode
 
 
 def closed_windows(
     table: pa.Table, layout: HdrLayout, resolutions_us: dict[str, int]
 ) -> tuple[list[WindowHistogram], StreamCounters]:
-    """Histograms and counters from one micro-batch's aggregate rows (Arrow, grouped natively)."""
+    """Histograms and counters from one micro-batch's rows: one encoded histogram a row."""
     end_us = pc.cast(table["window_end"], pa.timestamp("us", "UTC")).cast(pa.int64())
-    table = table.set_column(table.schema.get_field_index("window_end"), "window_end", end_us)
-    is_stat = pc.starts_with(table["kind"], STAT_PREFIX)
-    counters: dict[str, dict[Any, int]] = {k: {} for k in ("late", "bad", "data_loss", "system")}
-    for r in table.filter(is_stat).to_pylist():
-        _, what, *reason = r["kind"].split(":")
-        if what == "late":
-            key: Any = (r["cluster"], r["topic"], r["partition"])
-        elif what == "bad":
-            key = reason[0] if reason else "unknown"
-        elif what == "system":
-            key = (r["cluster"], reason[0] if reason else "unknown")
-        else:
-            key = (r["topic"], r["partition"])
-        counters.setdefault(what, {})
-        counters[what][key] = counters[what].get(key, 0) + int(r["count"])
     if "broker" not in table.column_names:  # rows without leaders: partition series as they are
         table = table.append_column("broker", pa.array([""] * table.num_rows, pa.string()))
-    keys = ["resolution", "window_end", "cluster", "topic", "partition", "kind", "broker"]
-    grouped = (
-        table.filter(pc.invert(is_stat))
-        .group_by(keys, use_threads=False)
-        .aggregate(
-            [
-                ("bucket", "list"),
-                ("count", "list"),
-                ("max_us", "max"),
-                ("sum_us", "sum"),
-                ("lost", "sum"),
-            ]
-        )
-    )
-    windows = []
     cols = {
-        name: grouped[name].to_pylist() for name in (*keys, "max_us_max", "sum_us_sum", "lost_sum")
+        n: table[n].to_pylist()
+        for n in ("resolution", "cluster", "topic", "partition", "kind", "broker", "hist")
     }
-    buckets, counts = grouped["bucket_list"], grouped["count_list"]
-    for i in range(grouped.num_rows):
-        res, window_end_us = cols["resolution"][i], cols["window_end"][i]
-        hist = SparseHistogram.from_counts(
-            layout,
-            buckets[i].values.to_numpy(zero_copy_only=False),
-            counts[i].values.to_numpy(zero_copy_only=False),
-            cols["max_us_max"][i],
-            cols["sum_us_sum"][i] or 0,
+    ends = end_us.to_pylist()
+    counters: dict[str, dict[Any, int]] = {k: {} for k in ("late", "bad", "data_loss", "system")}
+    merged: dict[tuple[str, int, SeriesKey], WindowHistogram] = {}
+    for i in range(table.num_rows):
+        lost_n, max_us, sum_us, buckets, counts = decode(cols["hist"][i])
+        kind = cols["kind"][i]
+        if kind.startswith(STAT_PREFIX):
+            _, what, *reason = kind.split(":")
+            if what == "late":
+                key: Any = (cols["cluster"][i], cols["topic"][i], cols["partition"][i])
+            elif what == "bad":
+                key = reason[0] if reason else "unknown"
+            elif what == "system":
+                key = (cols["cluster"][i], reason[0] if reason else "unknown")
+            else:
+                key = (cols["topic"][i], cols["partition"][i])
+            counters.setdefault(what, {})
+            counters[what][key] = counters[what].get(key, 0) + int(counts.sum())
+            continue
+        res, window_end_us = cols["resolution"][i], ends[i]
+        cluster, topic, partition = cols["cluster"][i], cols["topic"][i], cols["partition"][i]
+        series = SeriesKey(cluster, topic, partition, kind, cols["broker"][i] or "")
+        hist = SparseHistogram.from_counts(layout, buckets, counts, max_us, sum_us)
+        w = WindowHistogram(
+            res, window_end_us - resolutions_us[res], window_end_us, series, hist, lost_n
         )
-        series = SeriesKey(
-            cols["cluster"][i],
-            cols["topic"][i],
-            cols["partition"][i],
-            cols["kind"][i],
-            cols["broker"][i] or "",
-        )
-        windows.append(
-            WindowHistogram(
-                res,
-                window_end_us - resolutions_us[res],
-                window_end_us,
-                series,
-                hist,
-                int(cols["lost_sum"][i] or 0),
-            )
-        )
+        k = (res, window_end_us, series)
+        if k in merged:  # one series' rows of the same window (never from Spark's own keys)
+            old = merged[k]
+            w = replace(w, hist=old.hist.merge(hist), lost=old.lost + lost_n)
+        merged[k] = w
+    windows = list(merged.values())
     finest = min(resolutions_us, key=lambda r: resolutions_us[r])
     echoes: dict[Any, int] = {}
     lost: dict[Any, int] = {}

@@ -1,11 +1,13 @@
 """The combiner: a reader's echoes as partial HDR histograms, before any row reaches Spark.
 
-Each echo used to cross into the JVM as a 14-column row and fan out there into 3 kinds × every
-resolution, each row hashed into the state. Here the reader does that with numpy and Arrow:
-one row per (resolution, window, series, kind, reason, bucket) carrying count, lost, max, sum and
-the latest event time. Spark's stateful aggregation merges partials exactly as it merged rows
-(sum and max), so the state and every closed window are the same; re-reading the same offsets
-gives the same partials, so exactly-once holds.
+The reader groups its echoes with numpy and Arrow, first per (finest window, series, kind,
+reason, bucket), then into one row per (finest window, series, kind, reason) carrying a whole
+sparse histogram (``streaming.wire``: count per bucket, lost, max, sum) and the latest event
+time. Only the finest resolution is read from echoes: Spark builds the coarser ones by merging
+closed finest windows (``streaming.histograms``). Spark's state merges the histograms
+(``HistogramMerge``, in the JVM), so the rows into Spark grow with windows × series × kinds ×
+tasks, not with the distinct buckets; re-reading the same offsets gives the same histograms, so
+exactly-once holds.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pyarrow.compute as pc
 from core.echo import LATENCY_SPANS
 from core.hdr import HdrLayout
 from core.windows import WindowSpec, window_end_us
+from streaming.wire import encode
 
 #: Measured kinds and their codes: the state groups on small integers, not strings; labels are
 #: put back only on the few rows a closed window emits.
@@ -42,12 +45,22 @@ _SUBJECT_FIELDS = [
     ("kind", pa.int32()),
     ("reason", pa.string()),
 ]
-#: The group of a partial: a state key of Spark's aggregation, bucket included.
-GROUP_KEYS = ("span_us", "window_end_us", *(name for name, _ in _SUBJECT_FIELDS), "bucket")
-#: What the reader hands Spark: partial histograms, one row per group.
+#: The key of a partial histogram: a state key of Spark's aggregation (finest windows only).
+HIST_KEYS = ("window_end_us", *(name for name, _ in _SUBJECT_FIELDS))
+#: What the reader hands Spark: one whole histogram (``streaming.wire``) per key.
 PARTIAL_SCHEMA = pa.schema(
     [
-        ("span_us", pa.int64()),
+        ("window_end_us", pa.int64()),
+        *_SUBJECT_FIELDS,
+        ("hist", pa.binary()),
+        ("event_us", pa.int64()),
+    ]
+)
+#: A bucket's group inside the reader, before the histograms are encoded.
+GROUP_KEYS = (*HIST_KEYS, "bucket")
+#: The reader's bucket rows: one per group, count, lost, max and sum.
+BUCKET_SCHEMA = pa.schema(
+    [
         ("window_end_us", pa.int64()),
         *_SUBJECT_FIELDS,
         ("bucket", pa.int64()),
@@ -78,22 +91,19 @@ _AGGREGATES = [
 
 
 def combine(rows: pa.RecordBatch | pa.Table, windows: WindowSpec, layout: HdrLayout) -> pa.Table:
-    """Partial histograms of marked source rows (``streaming.source.SOURCE_SCHEMA``).
+    """Bucket rows (``BUCKET_SCHEMA``) of marked source rows (``streaming.source.SOURCE_SCHEMA``).
 
-    Measured kinds go to every resolution, counted rows (late, bad, data loss) to the finest
-    only, as the windows they are judged on. Each finest window is grouped once; the coarser
-    resolutions regroup those partials, which are far fewer than the echoes.
+    Every kind, measured or counted (late, bad, data loss), goes to the finest windows only; the
+    coarser resolutions are merged from them in Spark.
     """
     table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
     samples = _samples(table)
     values = samples.column("value_us").to_numpy(zero_copy_only=False)
     n = samples.column("n").to_numpy(zero_copy_only=False)
     event = samples.column("event_us").to_numpy(zero_copy_only=False)
-    finest = samples.select(
-        ["cluster", "topic", "partition", "leader", "kind", "reason"]
-    ).append_column("span_us", pa.array(np.full(len(values), windows.finest_us, np.int64)))
     finest = (
-        finest.append_column("window_end_us", pa.array(window_end_us(event, windows.finest_us)))
+        samples.select(["cluster", "topic", "partition", "leader", "kind", "reason"])
+        .add_column(0, "window_end_us", pa.array(window_end_us(event, windows.finest_us)))
         .append_column("bucket", pa.array(layout.index_of(values)))
         .append_column("n", samples.column("n"))
         .append_column("lost", samples.column("lost"))
@@ -101,21 +111,7 @@ def combine(rows: pa.RecordBatch | pa.Table, windows: WindowSpec, layout: HdrLay
         .append_column("sum_us", pa.array(values * n))
         .append_column("event_us", samples.column("event_us"))
     )
-    parts = [_group(finest)]
-    measured = parts[0].filter(pc.less(parts[0].column("kind"), min(STAT_CODES.values())))
-    for span_us in list(windows.resolutions_us.values())[1:]:
-        start = measured.column("window_end_us").to_numpy() - windows.finest_us
-        coarse = measured.set_column(
-            measured.schema.get_field_index("span_us"),
-            "span_us",
-            pa.array(np.full(measured.num_rows, span_us, np.int64)),
-        ).set_column(
-            measured.schema.get_field_index("window_end_us"),
-            "window_end_us",
-            pa.array(window_end_us(start, span_us)),
-        )
-        parts.append(_group(coarse))
-    return pa.concat_tables(parts)
+    return _group(finest)
 
 
 #: Marked rows a reader gathers before combining them: the more echoes per combine, the fewer
@@ -143,10 +139,10 @@ class Combiner:
             yield from self._combine_pending()
 
     def finish(self) -> Iterator[pa.RecordBatch]:
-        """Everything still pending, merged."""
+        """Everything still pending, merged, as histograms."""
         yield from self._combine_pending()
         if self._partials:
-            yield from merge_partials(self._partials).to_batches()
+            yield from histograms(merge_partials(self._partials)).to_batches()
         self._partials, self._partial_count = [], 0
 
     def _combine_pending(self) -> Iterator[pa.RecordBatch]:
@@ -160,14 +156,46 @@ class Combiner:
             self._partials, self._partial_count = [merged], merged.num_rows
             if merged.num_rows >= MAX_PENDING_PARTIALS // 2:  # little left to merge: hand on
                 self._partials, self._partial_count = [], 0
-                yield from merged.to_batches()
+                yield from histograms(merged).to_batches()
 
 
 def merge_partials(partials: Sequence[pa.Table]) -> pa.Table:
-    """Partials of the same groups added up (sum, max): what Spark's state does, done early."""
+    """Bucket rows of the same groups added up (sum, max): what Spark's state does, done early."""
     if not partials:
-        return PARTIAL_SCHEMA.empty_table()
+        return BUCKET_SCHEMA.empty_table()
     return _group(pa.concat_tables(partials))
+
+
+def histograms(buckets: pa.Table) -> pa.Table:
+    """Bucket rows as one encoded histogram per ``HIST_KEYS`` (``PARTIAL_SCHEMA``)."""
+    g = buckets.group_by(list(HIST_KEYS), use_threads=False).aggregate(
+        [
+            ("bucket", "list"),
+            ("n", "list"),
+            ("lost", "sum"),
+            ("max_us", "max"),
+            ("sum_us", "sum"),
+            ("event_us", "max"),
+        ]
+    )
+    index = g["bucket_list"].combine_chunks()
+    counts = g["n_list"].combine_chunks()
+    offsets = index.offsets.to_numpy().astype(np.int64)
+    idx = index.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
+    cnt = counts.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
+    group = np.repeat(np.arange(g.num_rows), np.diff(offsets))
+    order = np.lexsort((idx, group))  # ascending buckets within each histogram
+    hist = encode(
+        g["lost_sum"].to_numpy(),
+        g["max_us_max"].to_numpy(),
+        g["sum_us_sum"].to_numpy(),
+        offsets - offsets[0],
+        idx[order],
+        cnt[order],
+    )
+    out = g.select(list(HIST_KEYS)).append_column("hist", hist)
+    out = out.append_column("event_us", g["event_us_max"])
+    return out.cast(PARTIAL_SCHEMA)
 
 
 def _group(table: pa.Table) -> pa.Table:
@@ -175,7 +203,7 @@ def _group(table: pa.Table) -> pa.Table:
     out = table.group_by(list(GROUP_KEYS), use_threads=False).aggregate(_AGGREGATES)
     names = {f"{col}_{fn}": col for col, fn in _AGGREGATES}
     out = out.rename_columns([names.get(c, c) for c in out.column_names])
-    return out.select(PARTIAL_SCHEMA.names).cast(PARTIAL_SCHEMA)
+    return out.select(BUCKET_SCHEMA.names).cast(BUCKET_SCHEMA)
 
 
 def _samples(t: pa.Table) -> pa.Table:

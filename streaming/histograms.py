@@ -1,9 +1,11 @@
-"""HDR histograms as Spark state: partial histograms from the reader, merged by summing.
+"""HDR histograms as Spark state: whole partial histograms from the reader, merged in the JVM.
 
-The reader (``streaming.combine``) hands Spark one row per (resolution, window, series, kind,
-reason, bucket) with count, lost, max and sum. Every such key is a group of Spark's stateful
-aggregation; merging histograms is adding their counts and keeping the max, so all resolutions
-are kept at once and each closed window is emitted exactly once. The send-time leader is part of
+The reader (``streaming.combine``) hands Spark one row per (finest window, series, kind,
+reason) carrying an encoded sparse histogram (``streaming.wire``). Every such key is a group of
+Spark's stateful aggregation; ``nines_hist_merge`` (``jvm/aggregator``, a typed ``Aggregator``
+with binary state) adds their counts and keeps the max. A second, chained aggregation merges
+the closed finest windows into every resolution's, and each closed window is emitted exactly
+once. The send-time leader is part of
 the key: a partition's state splits only when its leader moves within a window, and the sink
 builds partition, topic and broker series from these cells (``core.windows.with_rollups``).
 """
@@ -14,6 +16,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from core.windows import UNKNOWN_BROKER, WindowSpec
+from streaming.aggregator_jar import FUNCTION
 from streaming.combine import (
     KIND_CODES,
     NO_LEADER,
@@ -22,35 +25,55 @@ from streaming.combine import (
     UNKNOWN_LEADER,
 )
 
+#: The aggregate that merges histograms (registered by ``streaming.aggregator_jar``).
+MERGE_FUNCTION = FUNCTION
 #: Kinds of the counted-not-measured rows (late, bad by reason, vanished offsets).
 STAT_PREFIX = "stat:"
 
 
 def windowed_histograms(rows: DataFrame, windows: WindowSpec, watermark_ms: int) -> DataFrame:
-    """Bucket counts per (resolution, window, series, kind, bucket), final once the window closes.
+    """One histogram per (resolution, window, series, kind), final once the window closes.
 
-    The window end carries Spark's watermark metadata, so one stateful aggregation evicts and
-    emits every resolution's windows exactly when the watermark passes their end. Emitted rows
-    get their string labels back (resolution, partition, broker, kind) for the sink.
+    Two chained stateful aggregations, both keyed on a window end that carries Spark's watermark
+    metadata. The first merges the reader's histograms into the finest windows; once the
+    watermark passes a finest window's end it is emitted, once, into the second, which merges
+    closed finest windows into every resolution's (the finest's own passes straight through:
+    its one row is closed on arrival). So the coarser resolutions are merges of closed finer
+    windows, kept in Spark's checkpointed state, never read from echoes. Emitted rows get their
+    string labels back (resolution, partition, broker, kind) for the sink.
     """
-    window_end = F.timestamp_micros(F.col("window_end_us")).alias(
-        "window_end", metadata={"spark.watermarkDelayMs": watermark_ms}
+    subject = ["cluster", "topic", "partition", "leader", "kind", "reason"]
+    merge = F.call_function(MERGE_FUNCTION, F.col("hist")).alias("hist")
+    finest = (
+        rows.withColumn("window_end", _event_time(F.col("window_end_us"), watermark_ms))
+        .groupBy("window_end", *subject)
+        .agg(merge)
     )
-    keys = [
-        "span_us", "window_end", "cluster", "topic", "partition", "leader", "kind", "reason",
-        "bucket",
-    ]  # fmt: skip
-    counts = (
-        rows.withColumn("window_end", window_end)
-        .groupBy(*keys)
-        .agg(
-            F.sum("n").alias("count"),
-            F.sum("lost").alias("lost"),
-            F.max("max_us").alias("max_us"),
-            F.sum("sum_us").alias("sum_us"),
-        )
+    finest_us = windows.finest_us
+    end_us = F.unix_micros(F.col("window_end"))
+    measured = F.col("kind") < F.lit(min(STAT_CODES.values()))
+    targets = F.array(
+        *[
+            F.struct(
+                F.lit(span_us).alias("span_us"),
+                # the end of the coarser window holding the finest one ending at end_us
+                ((end_us - finest_us) - F.pmod(end_us - finest_us, F.lit(span_us)) + span_us).alias(
+                    "end_us"
+                ),
+            )
+            for span_us in windows.resolutions_us.values()
+        ]
     )
-    return counts.select(
+    # counted-not-measured rows stay in the finest resolution, the windows they are judged on
+    targets = F.when(measured, targets).otherwise(F.slice(targets, 1, 1))
+    every = (
+        finest.select(*subject, "hist", F.explode(targets).alias("t"))
+        .withColumn("span_us", F.col("t.span_us"))
+        .withColumn("window_end", _event_time(F.col("t.end_us"), watermark_ms))
+        .groupBy("span_us", "window_end", *subject)
+        .agg(merge)
+    )
+    return every.select(
         _label(F.col("span_us"), {us: r for r, us in windows.resolutions_us.items()}).alias(
             "resolution"
         ),
@@ -65,11 +88,15 @@ def windowed_histograms(rows: DataFrame, windows: WindowSpec, watermark_ms: int)
         .otherwise(F.col("leader").cast("string"))
         .alias("broker"),
         _kind_label(F.col("kind"), F.col("reason")).alias("kind"),
-        "bucket",
-        "count",
-        "lost",
-        "max_us",
-        "sum_us",
+        "hist",
+    )
+
+
+def _event_time(end_us: Column, watermark_ms: int) -> Column:
+    """A window end as Spark's event time, with the watermark's metadata: its aggregation evicts
+    (and emits) a window once, when the watermark passes this end."""
+    return F.timestamp_micros(end_us).alias(
+        "window_end", metadata={"spark.watermarkDelayMs": watermark_ms}
     )
 
 

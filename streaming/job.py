@@ -25,6 +25,7 @@ from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
 from streaming.histograms import windowed_histograms
 from streaming.sink import WindowSink
+from streaming.state_format import check_state_format
 
 if TYPE_CHECKING:
     from streaming.archive import ArchiveWriter
@@ -94,6 +95,9 @@ def spark_session(config: StreamConfig) -> Any:
 
     from pyspark.sql import SparkSession
 
+    from streaming import aggregator_jar
+
+    jar = aggregator_jar.resolve()
     # Spark's Python workers must run this interpreter (it has pyarrow, confluent-kafka, nines).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder
@@ -101,12 +105,13 @@ def spark_session(config: StreamConfig) -> Any:
         builder = builder.master(config.master)
     logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per callback connection
     with _signals_stay_ours():
-        spark = _build_session(builder, config)
+        spark = _build_session(builder, config, jar)
     spark.sparkContext.setLogLevel("ERROR")
+    aggregator_jar.register(spark)
     return spark
 
 
-def _build_session(builder: Any, config: StreamConfig) -> Any:
+def _build_session(builder: Any, config: StreamConfig, jar: str) -> Any:
     """``builder``'s session (the JVM starts here unless one runs already)."""
     return (
         builder.appName("nines-stream")
@@ -114,6 +119,7 @@ def _build_session(builder: Any, config: StreamConfig) -> Any:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.jars", jar)  # a local path: the driver serves it to its executors
         .config("spark.sql.streaming.stateStore.providerClass", STATE_STORES[config.state_store])
         # RocksDB: checkpoint only the changes of each batch, not a snapshot of the whole state
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
@@ -197,7 +203,8 @@ class StreamJob:
         return self._tmp.name
 
     def start(self) -> StreamJob:
-        """Build and start the query."""
+        """Build and start the query (a checkpoint of another state format: ConfigError)."""
+        check_state_format(self.checkpoint)
         if self.spark is None:
             self.spark = spark_session(self.config)
         aggregated = build_query(self.spark, self.config, self.checkpoint, self.source)

@@ -10,6 +10,7 @@ import pyarrow as pa
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, merge_all, with_rollups, with_topic_rollups
 from streaming.closed import closed_windows
+from streaming.wire import encode
 
 LAYOUT = HdrLayout()
 RES = {"10s": 10_000_000, "1m": 60_000_000}
@@ -22,23 +23,25 @@ SCHEMA = pa.schema(
         ("topic", pa.string()),
         ("partition", pa.string()),
         ("kind", pa.string()),
-        ("bucket", pa.int64()),
-        ("count", pa.int64()),
-        ("lost", pa.int64()),
-        ("max_us", pa.int64()),
-        ("sum_us", pa.int64()),
+        ("hist", pa.binary()),
     ]
 )
 
 
+def encoded(values: list[int], lost: int = 0) -> bytes:
+    """One histogram as ``streaming.wire`` encodes it (and the JVM merge keeps it)."""
+    buckets, counts = np.unique(LAYOUT.index_of(values), return_counts=True)
+    hist = encode([lost], [max(values)], [sum(values)], [0, len(buckets)], buckets, counts)
+    return bytes(hist[0].as_py())
+
+
 def aggregate(samples: list[tuple[int, str, int, bool]]) -> list[dict[str, object]]:
-    """What Spark's groupBy emits: one row per (resolution, window, series, kind, bucket)."""
-    groups: dict[tuple[str, int, str, int], list[tuple[int, bool]]] = {}
+    """What Spark's groupBy emits: one histogram per (resolution, window, series, kind)."""
+    groups: dict[tuple[str, int, str], list[tuple[int, bool]]] = {}
     for event_us, partition, value, lost in samples:
         for res, span in RES.items():
             end = event_us - event_us % span + span
-            b = int(LAYOUT.index_of([value])[0])
-            groups.setdefault((res, end, partition, b), []).append((value, lost))
+            groups.setdefault((res, end, partition), []).append((value, lost))
     return [
         {
             "resolution": res,
@@ -47,13 +50,9 @@ def aggregate(samples: list[tuple[int, str, int, bool]]) -> list[dict[str, objec
             "topic": "t",
             "partition": partition,
             "kind": "e2e",
-            "bucket": b,
-            "count": len(vs),
-            "lost": sum(lost for _, lost in vs),
-            "max_us": max(v for v, _ in vs),
-            "sum_us": sum(v for v, _ in vs),
+            "hist": encoded([v for v, _ in vs], sum(lost for _, lost in vs)),
         }
-        for (res, end, partition, b), vs in groups.items()
+        for (res, end, partition), vs in groups.items()
     ]
 
 
@@ -65,11 +64,7 @@ def stat(kind: str, count: int, partition: str = "0", topic: str = "t") -> dict[
         "topic": topic,
         "partition": partition,
         "kind": kind,
-        "bucket": 0,
-        "count": count,
-        "lost": 0,
-        "max_us": 0,
-        "sum_us": 0,
+        "hist": encoded([0] * count),
     }
 
 

@@ -14,8 +14,16 @@ from core.echo import LATENCY_SPANS, SYSTEMS
 from core.hdr import HdrLayout
 from core.windows import WindowSpec
 from streaming import combine as combine_mod
-from streaming.combine import KIND_CODES, PARTIAL_SCHEMA, STAT_CODES, Combiner, combine
+from streaming.combine import (
+    BUCKET_SCHEMA,
+    KIND_CODES,
+    PARTIAL_SCHEMA,
+    STAT_CODES,
+    Combiner,
+    combine,
+)
 from streaming.source import SOURCE_SCHEMA
+from streaming.wire import decode
 
 T0 = 1_800_000_000_000_000 - 1_800_000_000_000_000 % 3_600_000_000
 SPEC = WindowSpec.from_names("10s,1m,1h")
@@ -62,7 +70,7 @@ def source_row(draw: Any) -> dict[str, Any]:
 def reference(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[int]]:
     """Row by row, as the Spark expressions before the combiner did it."""
     out: dict[tuple[Any, ...], list[int]] = {}
-    spans = list(SPEC.resolutions_us.values())
+    spans = [SPEC.finest_us]  # the coarser resolutions are merged in Spark
 
     def add(
         row: dict[str, Any], kind: int, value: int, lost: int, partition: Any, span_list: list[int]
@@ -74,7 +82,6 @@ def reference(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[int]]:
             end = row["event_us"] - row["event_us"] % span + span
             bucket = int(LAYOUT.index_of([value])[0])
             key = (
-                span,
                 end,
                 row["cluster"],
                 row["topic"],
@@ -126,8 +133,21 @@ def as_dict(table: pa.Table) -> dict[tuple[Any, ...], list[int]]:
 def test_combine_equals_the_row_by_row_reference(rows: list[dict[str, Any]]) -> None:
     table = pa.Table.from_pylist(rows, schema=SOURCE_SCHEMA)
     got = combine(table, SPEC, LAYOUT)
-    assert got.schema == PARTIAL_SCHEMA
+    assert got.schema == BUCKET_SCHEMA
     assert as_dict(got) == reference(rows)
+
+
+def by_histogram(buckets: dict[tuple[Any, ...], list[int]]) -> dict[tuple[Any, ...], Any]:
+    """Bucket rows as whole histograms: {bucket: count}, lost, max, sum, latest event."""
+    out: dict[tuple[Any, ...], Any] = {}
+    for (*key, bucket), (n, lost, max_us, sum_us, event_us) in buckets.items():
+        h = out.setdefault(tuple(key), [{}, 0, -1, 0, 0])
+        h[0][bucket] = h[0].get(bucket, 0) + n
+        h[1] += lost
+        h[2] = max(h[2], max_us)
+        h[3] += sum_us
+        h[4] = max(h[4], event_us)
+    return out
 
 
 @settings(max_examples=30, deadline=None)
@@ -150,15 +170,38 @@ def test_chunked_combining_merges_to_the_same_partials(
                 batches += list(combiner.add(marked))
         batches += list(combiner.finish())
     partials = pa.Table.from_batches(batches, schema=PARTIAL_SCHEMA)
-    merged: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0, 0, -1, 0, 0])
-    for r in partials.to_pylist():  # what Spark's state does with partials of one group
-        acc = merged[tuple(r[k] for k in combine_mod.GROUP_KEYS)]
-        acc[0] += r["n"]
-        acc[1] += r["lost"]
-        acc[2] = max(acc[2], r["max_us"])
-        acc[3] += r["sum_us"]
+    merged: dict[tuple[Any, ...], Any] = defaultdict(lambda: [{}, 0, -1, 0, 0])
+    for r in partials.to_pylist():  # what Spark's state (HistogramMerge) does with them
+        lost, max_us, sum_us, buckets, counts = decode(r["hist"])
+        assert list(buckets) == sorted(set(buckets)), "buckets ascending, each once"
+        acc = merged[tuple(r[k] for k in combine_mod.HIST_KEYS)]
+        for b, c in zip(buckets.tolist(), counts.tolist(), strict=True):
+            acc[0][b] = acc[0].get(b, 0) + c
+        acc[1] += lost
+        acc[2] = max(acc[2], max_us)
+        acc[3] += sum_us
         acc[4] = max(acc[4], r["event_us"])
-    assert dict(merged) == reference(rows)
+    assert dict(merged) == by_histogram(reference(rows))
+
+
+def test_one_histogram_per_window_series_and_kind() -> None:
+    """The rows into Spark grow with windows × series × kinds, not with the buckets."""
+    rows = []
+    for i in range(20_000):
+        intended = T0 + i * 50  # one second: one window of each resolution
+        rows.append(
+            {"rtype": "echo", "cluster": "c", "topic": "t", "partition": i % 4, "lost": False,
+             "leader": 1, "system": "kafka", "intended_us": intended, "sent_us": intended + 20,
+             "acked_us": intended + 900 + i * 7 % 5000,
+             "received_us": intended + 1500 + i * 13 % 90_000, "event_us": intended, "n": 1}
+        )  # fmt: skip
+    combiner = Combiner(SPEC, LAYOUT)
+    out = list(combiner.add(pa.RecordBatch.from_pylist(rows, schema=SOURCE_SCHEMA)))
+    out += list(combiner.finish())
+    got = pa.Table.from_batches(out, schema=PARTIAL_SCHEMA)
+    # 4 partitions × 3 kinds in the finest window (Spark merges the coarser resolutions), plus
+    # the echoes counted by system
+    assert got.num_rows == 4 * 3 + 1
 
 
 def test_combining_shrinks_a_busy_second_to_far_fewer_rows() -> None:
@@ -173,7 +216,7 @@ def test_combining_shrinks_a_busy_second_to_far_fewer_rows() -> None:
         )  # fmt: skip
     got = combine(pa.Table.from_pylist(rows, schema=SOURCE_SCHEMA), SPEC, LAYOUT)
     assert got.num_rows < 20_000 * 9 / 20
-    assert sum(r["n"] for r in got.to_pylist() if r["kind"] == 0) == 20_000 * 3
+    assert sum(r["n"] for r in got.to_pylist() if r["kind"] == 0) == 20_000  # finest only
 
 
 @settings(max_examples=40, deadline=None)
@@ -202,11 +245,7 @@ def test_each_kind_is_the_echo_reference_latency(cases: list[tuple[int, int, int
         [_reader()._mark(parse_values([encode_record(e) for e in echoes]), 0)]
     )
     partials = combine(marked, SPEC, LAYOUT).to_pylist()
-    got = {
-        (r["window_end_us"], r["kind"]): r
-        for r in partials
-        if r["span_us"] == span and r["kind"] < STAT_CODES["system"]
-    }
+    got = {(r["window_end_us"], r["kind"]): r for r in partials if r["kind"] < STAT_CODES["system"]}
     systems = [r for r in partials if r["kind"] == STAT_CODES["system"]]
     assert {r["reason"] for r in systems} == {"kafka"}
     assert sum(r["n"] for r in systems) == len(echoes)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
-from test_closed_windows import SCHEMA  # the rows Spark hands foreachBatch
+from test_closed_windows import SCHEMA, encoded  # the rows Spark hands foreachBatch
 
 from core.windows import ALL_PARTITIONS, WindowHistogram
 from streaming.config import StreamConfig
@@ -18,7 +18,7 @@ from streaming.sink import WindowSink
 END_S = 1_800_000_010
 
 
-def row(kind: str, count: int, partition: str = "0", bucket: int = 1000) -> dict[str, Any]:
+def row(kind: str, count: int, partition: str = "0") -> dict[str, Any]:
     return {
         "resolution": "10s",
         "window_end": datetime.fromtimestamp(END_S, UTC),
@@ -26,11 +26,7 @@ def row(kind: str, count: int, partition: str = "0", bucket: int = 1000) -> dict
         "topic": "t",
         "partition": partition,
         "kind": kind,
-        "bucket": bucket,
-        "count": count,
-        "lost": 0,
-        "max_us": 1000 if kind == "e2e" else 0,
-        "sum_us": 1000 * count if kind == "e2e" else 0,
+        "hist": encoded([1000 if kind == "e2e" else 0] * count),
     }
 
 
