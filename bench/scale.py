@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from bench import aggregation as agg
-from bench.machine import write_result
+from bench.machine import RESULTS_DIR, write_result
 
 
 def rows_into_spark(echoes: int, series: int, tasks: int, span_s: float) -> dict[str, Any]:
@@ -156,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     parts = set(args.only.split(","))
     payload: dict[str, Any] = {"benchmark": "scale", "quick": args.quick, "state_format": 2}
+    previous = RESULTS_DIR / "scale.json"
+    if previous.exists():  # keep the parts not run now (each carries its own load figures)
+        old = json.loads(previous.read_text())
+        payload |= {k: old[k] for k in ("rows", "spark", "fixed") if k in old}
     if "rows" in parts:
         payload["rows"] = run_rows(args.quick)
     if "spark" in parts:

@@ -10,6 +10,7 @@ import pytest
 
 from monitor.pipeline import StreamPipeline
 from streaming.config import StreamConfig
+from streaming.wire import encode
 
 
 def batch(end_s: int) -> object:
@@ -21,11 +22,8 @@ def batch(end_s: int) -> object:
         "topic": "t",
         "partition": "0",
         "kind": "e2e",
-        "bucket": 1000,
-        "count": 5,
-        "lost": 1,
-        "max_us": 1000,
-        "sum_us": 5000,
+        # 5 samples in bucket 1000, 1 lost, max 1000 µs, sum 5000 µs (streaming.wire)
+        "hist": encode([1], [1000], [5000], [0, 1], [1000], [5])[0].as_py(),
     }
 
     class Batch:

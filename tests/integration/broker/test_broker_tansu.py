@@ -15,7 +15,7 @@ from confluent_kafka import KafkaError, Producer, TopicPartition
 from kafka_cluster import consumer, producer, wait_for
 
 from testbroker import EmbeddedBroker
-from testbroker.control import ControlError, ReadyInfo
+from testbroker.control import ControlError, ReadyInfo, send
 from testbroker.tansu import BIN_ENV, TansuError, find_binary
 
 pytestmark = pytest.mark.usefixtures("tansu_binary")
@@ -59,9 +59,11 @@ def test_cli_starts_tansu_writes_ready_file_and_shuts_down_clean(tmp_path: Path)
     try:
         wait_for(ready.exists, 30)
         info = ReadyInfo.read(ready)
-        # the pid line is Tansu's own process, a child of nines broker: SIGSTOP stalls the broker
-        assert info.pid in children(proc.pid)
-        assert "tansu" in Path(f"/proc/{info.pid}/cmdline").read_text()
+        # the pid line is nines broker's own, as on every engine; `ctl pid 1` names Tansu, its child
+        assert info.pid == proc.pid
+        tansu_pid = int(send(info.control, "pid", "1"))
+        assert tansu_pid in children(proc.pid)
+        assert "tansu" in Path(f"/proc/{tansu_pid}/cmdline").read_text()
         md = producer(info.bootstrap).list_topics(timeout=10)
         assert len(md.brokers) == 1
         assert len(md.topics["orders"].partitions) == 3
@@ -74,7 +76,7 @@ def test_cli_starts_tansu_writes_ready_file_and_shuts_down_clean(tmp_path: Path)
     assert proc.returncode == 0, err
     assert out.strip() == info.bootstrap
     assert not ready.exists()
-    assert not alive(info.pid)
+    assert not alive(tansu_pid)
 
 
 def test_default_topics_and_round_trip(tansu_broker: EmbeddedBroker) -> None:
@@ -192,7 +194,7 @@ def test_binary_resolution_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_tansu_dying_ends_nines_broker_and_nines_dying_ends_tansu(tmp_path: Path) -> None:
     b = EmbeddedBroker(engine="tansu").start()
     try:
-        os.kill(b.pid, signal.SIGKILL)
+        os.kill(b.broker_pid(1), signal.SIGKILL)  # Tansu itself
         proc = b._proc
         assert proc is not None
         assert proc.wait(10) == 1
@@ -201,7 +203,7 @@ def test_tansu_dying_ends_nines_broker_and_nines_dying_ends_tansu(tmp_path: Path
         b.stop()
     b = EmbeddedBroker(engine="tansu").start()
     try:
-        tansu_pid = b.pid
+        tansu_pid = b.broker_pid(1)
         proc = b._proc
         assert proc is not None
         proc.kill()  # SIGKILL nines broker: no chance to clean up
