@@ -14,12 +14,55 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
 from testbroker.control import ControlError, ReadyInfo, end_process, send
+
+#: Seconds a SIGSTOP may take to stop every thread: one thread of each process takes the stop
+#: and stops the others, and on a loaded machine it may wait to be scheduled while the other
+#: threads still serve requests (seen: a Kafka broker acknowledged a produce 70 ms after kill()).
+STOP_TIMEOUT_S = 5.0
+
+
+def _threads_stopped(pids: list[int]) -> bool:
+    """True once every thread of every process in ``pids`` is stopped (state T)."""
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # gone
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state not in ("T", "t", "Z", "X"):
+                return False
+    return True
+
+
+def _group(pgid: int) -> list[int]:
+    """Every process of process group ``pgid``."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if os.getpgid(int(entry)) == pgid:
+                    out.append(int(entry))
+    return out
+
+
+def stop_and_wait(pids: list[int], signal_all: Callable[[], None]) -> None:
+    """Send the stop (``signal_all``) and return once every thread of ``pids`` has stopped, so
+    a caller's clock reading after it is a time the brokers were certainly stopped."""
+    signal_all()
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while not _threads_stopped(pids) and time.monotonic() < deadline:
+        time.sleep(0.001)
 
 
 class BrokerStartError(RuntimeError):
@@ -188,16 +231,19 @@ class EmbeddedBroker:
         """SIGSTOP the whole cluster (the Ctrl+Z test): clients stall, nothing answers.
 
         The signal goes to ``nines broker``'s process group, as a terminal's Ctrl+Z does:
-        the mock's one process, Tansu's child, every Kafka JVM."""
-        os.killpg(self.pid, signal.SIGSTOP)
+        the mock's one process, Tansu's child, every Kafka JVM. Returns once every thread of
+        them has stopped."""
+        stop_and_wait(_group(self.pid), lambda: os.killpg(self.pid, signal.SIGSTOP))
 
     def resume(self) -> None:
         """SIGCONT after :meth:`pause` (``fg``)."""
         os.killpg(self.pid, signal.SIGCONT)
 
     def pause_broker(self, broker: int) -> None:
-        """SIGSTOP one broker's process (Kafka: its JVM; the mock: all of them)."""
-        os.kill(self.broker_pid(broker), signal.SIGSTOP)
+        """SIGSTOP one broker's process (Kafka: its JVM; the mock: all of them); returns once
+        every thread of it has stopped."""
+        pid = self.broker_pid(broker)
+        stop_and_wait([pid], lambda: os.kill(pid, signal.SIGSTOP))
 
     def resume_broker(self, broker: int, pid: int | None = None) -> None:
         """SIGCONT one broker's process."""

@@ -26,6 +26,7 @@ from core.windows import WindowHistogram, merge_all
 from probes import ProbeAgent, ProbeConfig
 from streaming.job import StreamJob
 from testbroker import EmbeddedBroker
+from testbroker.process import stop_and_wait
 
 LAYOUT = HdrLayout()
 #: The stall: long enough to stand far above the floor, short of the 9 s session timeout.
@@ -57,7 +58,7 @@ def stall_one(cluster: EmbeddedBroker, agent: ProbeAgent, broker: int) -> tuple[
     bounds on the probe's clock: stopped from just after SIGSTOP until just before SIGCONT."""
     pid = cluster.broker_pid(broker)
     time.sleep(3)
-    os.kill(pid, signal.SIGSTOP)
+    stop_and_wait([pid], lambda: os.kill(pid, signal.SIGSTOP))  # every thread stopped
     t_stop = agent.clock.now_us()
     try:
         time.sleep(STALL_S)
