@@ -224,6 +224,9 @@ class KafkaNode:
             "offsets.topic.replication.factor": str(replication),
             "offsets.topic.num.partitions": "8",
             "transaction.state.log.replication.factor": str(replication),
+            # idempotent producers (the probe's) need a producer id from here: 50 partitions
+            # by default, created on first use, took seconds on 2 cores with 3 replicas
+            "transaction.state.log.num.partitions": "4",
             "transaction.state.log.min.isr": "1",
             "share.coordinator.state.topic.replication.factor": str(replication),
             "share.coordinator.state.topic.min.isr": "1",
@@ -393,7 +396,8 @@ class KraftCluster:
         topic = "nines.warm-up"
         self.create_topic(topic, len(self.nodes))
         conf = {"bootstrap.servers": self.bootstrap, "log_level": 0}
-        prod = Producer({**conf, "linger.ms": 0, "acks": "all"})
+        # idempotent, as the probe's producers are: their producer-id topic is made now
+        prod = Producer({**conf, "linger.ms": 0, "acks": "all", "enable.idempotence": True})
         cons = Consumer({**conf, "group.id": "nines-warm-up", "fetch.wait.max.ms": 10,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
         cons.assign([TopicPartition(topic, p) for p in range(len(self.nodes))])
