@@ -66,6 +66,8 @@ RENDER_WAIT_S = 2.0
 RETRY_AFTER_S = 1
 #: Paths answered ``OK`` without a render: liveness and readiness probes.
 HEALTH_PATHS = frozenset({"/-/healthy", READY_PATH})
+#: Seconds ``close()`` waits for the connections' threads to end (a render or a check in flight).
+CLOSE_JOIN_S = 5.0
 #: Seconds between the accept loop's looks at ``close()``.
 _POLL_S = 0.2
 
@@ -141,6 +143,8 @@ class MetricsServer:
         #: content type → (its last body, that body's gzip)
         self._gzipped: dict[str, tuple[bytes, bytes]] = {}
         self._open: set[socket.socket] = set()
+        #: the connections' threads, so ``close()`` can let them end
+        self._workers: set[threading.Thread] = set()
         self._open_lock = threading.Lock()
         self._closing = threading.Event()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -178,12 +182,15 @@ class MetricsServer:
                     break
                 with self._open_lock:
                     self._open.add(conn)
-                threading.Thread(
+                worker = threading.Thread(
                     target=self._connection,
                     args=(conn, addr),
                     name="nines-metrics-conn",
                     daemon=True,
-                ).start()
+                )
+                with self._open_lock:
+                    self._workers.add(worker)
+                worker.start()
 
     def _connection(self, conn: socket.socket, addr: Any) -> None:
         """One client: handshake, one request, one response, each within its timeout."""
@@ -204,6 +211,7 @@ class MetricsServer:
             with self._open_lock:
                 self._open.discard(conn)
                 self._open.discard(sock)
+                self._workers.discard(threading.current_thread())
             with contextlib.suppress(OSError):
                 sock.close()
             with contextlib.suppress(OSError):
@@ -246,6 +254,14 @@ class MetricsServer:
         for conn in conns:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
+        # Let the cut connections' threads end: one still inside an extension (a bcrypt check)
+        # when the interpreter finalizes is ended mid-call, and the process aborts ("FATAL:
+        # exception not rethrown", seen once under a flood of wrong passwords at SIGTERM).
+        with self._open_lock:
+            workers = list(self._workers)
+        deadline = time.monotonic() + CLOSE_JOIN_S
+        for worker in workers:
+            worker.join(timeout=max(0.0, deadline - time.monotonic()))
 
     #: the socketserver spelling (the probe's agent stops its server with it)
     shutdown = close
