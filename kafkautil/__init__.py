@@ -7,5 +7,15 @@ from kafkautil.metadata import (
     describe_topic,
     layout_of,
 )
+from kafkautil.offsets import EARLIEST, LATEST, list_offsets
 
-__all__ = ["ConnectFailures", "TopicLayout", "current_leaders", "describe_topic", "layout_of"]
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "ConnectFailures",
+    "TopicLayout",
+    "current_leaders",
+    "describe_topic",
+    "layout_of",
+    "list_offsets",
+]

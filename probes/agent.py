@@ -163,18 +163,6 @@ class ProbeAgent:
         self._hiccups = HiccupMeter(
             self.clock, cfg.probe_id, cfg.cluster, cfg.hiccup_interval, publish
         )
-        loops = {
-            "nines-send": self._send_loop,
-            "nines-receive": lambda: self.consumer.receive_until(self._drained),
-            "nines-acks": lambda: self.producer.serve_acks(self._drained),
-            "nines-house": self._housekeeping_loop,
-        }
-        self._threads = [
-            threading.Thread(target=named(name, loop), name=name, daemon=True)
-            for name, loop in loops.items()
-        ]
-        self._sender = self._threads[0]
-        self._threads.append(self._hiccups)
         if self._admin is not None:
             self.manager = TopicManager(
                 self._admin[0],
@@ -186,6 +174,20 @@ class ProbeAgent:
                 interval_s=cfg.manage_interval,
                 errors=self.admin_errors,
             )
+        loops = {
+            "nines-send": self._send_loop,
+            "nines-receive": lambda: self.consumer.receive_until(self._drained),
+            "nines-acks": lambda: self.producer.serve_acks(self._drained),
+            "nines-house": self._housekeeping_loop,
+        }
+        if self.manager is not None:
+            loops["nines-admin"] = self._admin_loop
+        self._threads = [
+            threading.Thread(target=named(name, loop), name=name, daemon=True)
+            for name, loop in loops.items()
+        ]
+        self._sender = self._threads[0]
+        self._threads.append(self._hiccups)
         for t in self._threads:
             t.start()
         if cfg.metrics_port:
@@ -244,8 +246,15 @@ class ProbeAgent:
             if time.monotonic() - last_md > METADATA_REFRESH_S:
                 last_md = time.monotonic()
                 self.planner.refresh(self._transport)
-            if self.manager is not None:
-                self.manager.tick(time.monotonic())
+            time.sleep(HOUSEKEEPING_S)
+
+    def _admin_loop(self) -> None:
+        """Survey the topic and act on it (``--manage-topic``, ``--rebalance``) on a thread of
+        its own: an admin call, or reading a new partition's log end, that waits on a joining or
+        moving leader must not hold back loss expiry and the echoes' publishing."""
+        assert self.manager is not None
+        while not self._drained.is_set():
+            self.manager.tick(time.monotonic())
             time.sleep(HOUSEKEEPING_S)
 
     # -- shutdown and state -------------------------------------------------------------------

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from kafkautil import ConnectFailures, current_leaders, describe_topic
+from kafkautil import ConnectFailures, current_leaders, describe_topic, list_offsets
 from probes.config import ProbeConfig
 from probes.transport import AckReport, Layout
 
@@ -24,6 +24,8 @@ REFRESH_TIMEOUT_S = 1.0
 #: housekeeping thread waits for that one).
 ADMIN_TIMEOUT_S = 10.0
 SURVEY_TIMEOUT_S = 2.0
+#: Seconds to wait for a partition's log end, where reading it back starts.
+WATERMARK_TIMEOUT_S = 5.0
 
 #: Where librdkafka's own lines go: the probe's Python log, at DEBUG. Its default writes them
 #: to stderr, about 100 lines (one per reconnect, per client) before a probe pointed at a closed
@@ -102,11 +104,8 @@ class KafkaTransport:
     def _starts(self, partitions: list[int]) -> list[Any]:
         from confluent_kafka import TopicPartition
 
-        starts = []
-        for p in partitions:
-            _, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=5)
-            starts.append(TopicPartition(self.topic, p, high))
-        return starts
+        ends = list_offsets(self._consumer, self.topic, partitions, WATERMARK_TIMEOUT_S)
+        return [TopicPartition(self.topic, p, ends[p]) for p in partitions]
 
     def send(self, partition: int, seq: int, payload: bytes, report: AckReport) -> None:
         """Produce to ``partition``; BufferError when librdkafka's queue is full."""

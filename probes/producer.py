@@ -6,6 +6,7 @@ waits for an ack or an echo: when it falls behind, the backlog keeps its intende
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -17,6 +18,17 @@ from probes.payload import encode
 from probes.schedule import Schedule
 from probes.tracker import Tracker
 from probes.transport import NO_ACK, Transport
+
+log = logging.getLogger("nines.probe")
+
+
+def refusal_name(exc: Exception) -> str:
+    """The send-error name of a refused send: the client's error code name when it has one
+    (confluent-kafka's ``KafkaError.name()``), else the exception's type."""
+    code = exc.args[0] if exc.args else None
+    name = getattr(code, "name", None)
+    return name() if callable(name) else type(exc).__name__
+
 
 #: Longest nap of the sender before a message is due, and its wait on a full queue (seconds).
 MAX_NAP_US = 5_000
@@ -46,6 +58,8 @@ class ProbeProducer:
         self.lock, self.clock, self.leaders = lock, clock, leaders
         self.probe, self.size, self.publish = probe, size, publish
         self.end_us = None if duration_s is None else schedule.t0_us + int(duration_s * 1e6)
+        #: Refusals already logged (one line per kind; every one is counted).
+        self._refusals_seen: set[str] = set()
         #: (partition, start_us) of partitions to add to the schedule; only the sender touches it.
         self._joining: deque[tuple[int, int]] = deque()
 
@@ -81,7 +95,26 @@ class ProbeProducer:
                     time.sleep(FULL_QUEUE_WAIT_S)  # the delivery-report thread frees the queue
                     if stopping.is_set():
                         return
+                except Exception as exc:  # refused at once: a send error, and the sender goes on
+                    self._refused(partition, seq, intended, leader, exc)
+                    break
             schedule.advance(partition)
+
+    def _refused(
+        self, partition: int, seq: int, intended: int, leader: int, exc: Exception
+    ) -> None:
+        """A send the client refused on the spot (e.g. librdkafka's _FATAL after an idempotence
+        failure): counted under its error's name, like a failed delivery, never ending the
+        sender (which would stop every partition's schedule without a word)."""
+        error = refusal_name(exc)
+        if error not in self._refusals_seen:
+            self._refusals_seen.add(error)
+            log.warning("partition %d: the client refused a send: %s", partition, exc)
+        with self.lock:
+            self.tracker.sent(partition, seq, intended, self.clock.now_us(), leader)
+            echo = self.tracker.send_failed(partition, seq, error)
+        if echo is not None:
+            self.publish(echo)
 
     def serve_acks(self, drained: threading.Event) -> None:
         """Serve delivery reports as they arrive, until ``drained``."""

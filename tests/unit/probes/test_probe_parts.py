@@ -220,3 +220,42 @@ def test_producer_stamps_acks_and_failures_into_the_tracker() -> None:
     producer.reported(0, 1, "_MSG_TIMED_OUT")
     assert tracker.stats[0].send_errors == {"_MSG_TIMED_OUT": 1}
     assert len(out) == 1 and (0, 1) in tracker.in_flight  # lost at its timeout, unless it arrives
+
+
+class _RefusingTransport:
+    """Accepts sends to partition 0; the client refuses every send to partition 1 on the spot,
+    as librdkafka does after an idempotent producer's fatal error (a real KafkaException)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, int]] = []
+
+    def send(self, partition: int, seq: int, payload: bytes, report: object) -> None:
+        from confluent_kafka import KafkaError, KafkaException
+
+        if partition == 1:
+            raise KafkaException(KafkaError(KafkaError._FATAL))
+        self.sent.append((partition, seq))
+
+
+def test_a_send_refused_on_the_spot_is_a_send_error_and_the_sender_goes_on() -> None:
+    tracker = Tracker("p1", "c", "nines.probe", 128, 30_000_000)
+    out: list[Echo] = []
+    clock = ProbeClock()
+    schedule = Schedule([0, 1], 100, clock.now_us() - 200_000)  # 20 messages each already due
+    transport = _RefusingTransport()
+    producer = ProbeProducer(
+        transport,  # type: ignore[arg-type]
+        schedule,
+        tracker,
+        threading.Lock(),
+        clock,
+        {0: 1, 1: 2},
+        probe_hash("p1"),
+        128,
+        out.append,
+        duration_s=0.2,
+    )
+    producer.send_until(threading.Event())  # returns at the schedule's end, not on the error
+    assert transport.sent == [(0, seq) for seq in range(20)]
+    assert tracker.stats[1].sent == 20 and tracker.stats[1].send_errors == {"_FATAL": 20}
+    assert tracker.stats[0].send_errors == {}
