@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 from pathlib import Path
+
+from core.maven import cache_dir, run_mvn
 
 MODULE = Path(__file__).resolve().parent.parent / "jvm" / "aggregator"
 JAR_ENV = "NINES_AGGREGATOR_JAR"
@@ -37,8 +38,7 @@ def cache_file() -> Path:
     digest = hashlib.sha1()
     for p in _sources():
         digest.update(p.relative_to(MODULE).as_posix().encode() + b"\0" + p.read_bytes())
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "nines" / f"nines-aggregator-{digest.hexdigest()[:12]}.jar"
+    return cache_dir() / f"nines-aggregator-{digest.hexdigest()[:12]}.jar"
 
 
 def resolve(build: bool = True) -> str:
@@ -55,28 +55,17 @@ def resolve(build: bool = True) -> str:
     cached = cache_file()
     if cached.is_file():
         return str(cached)
-    mvn = shutil.which("mvn")
-    if not build or mvn is None:
+    if not build or shutil.which("mvn") is None:
         raise AggregatorJarError(
             "the histogram merge jar is not built: run `make aggregator-jar` (needs Maven and "
             f"Java 17) or set {JAR_ENV}"
         )
     cached.parent.mkdir(parents=True, exist_ok=True)
     target = cached.with_name(f".build-{os.getpid()}")
-    argv = [mvn, "-B", "-q", "-f", str(MODULE / "pom.xml"), "package",
-            f"-Dnines.build.dir={target}"]  # fmt: skip
-    try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired:
-        why = f"mvn did not build the jar within {BUILD_TIMEOUT_S:.0f} s"
-        raise AggregatorJarError(why) from None
+    why = run_mvn(MODULE / "pom.xml", ["package", f"-Dnines.build.dir={target}"], BUILD_TIMEOUT_S)
     jar = target / "nines-aggregator.jar"
-    if done.returncode != 0 or not jar.is_file():
-        errors = [ln for ln in (done.stdout or "").splitlines() if "ERROR" in ln]
-        why = errors[0].strip() if errors else f"exit {done.returncode}"
-        raise AggregatorJarError(f"mvn could not build the histogram merge jar: {why}")
+    if why is not None or not jar.is_file():
+        raise AggregatorJarError(f"mvn could not build the histogram merge jar: {why or 'no jar'}")
     os.replace(jar, cached)
     shutil.rmtree(target, ignore_errors=True)
     return str(cached)

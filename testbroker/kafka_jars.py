@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 from pathlib import Path
+
+from core.maven import cache_dir, run_mvn
 
 POM = Path(__file__).resolve().parent / "kafka" / "pom.xml"
 CLASSPATH_ENV = "NINES_KAFKA_CLASSPATH"
@@ -33,9 +34,8 @@ def kafka_version() -> str:
 
 def cache_file() -> Path:
     """Where the resolved classpath is kept: named by the pom's hash, so a new pin re-resolves."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     digest = hashlib.sha1(POM.read_bytes()).hexdigest()[:12]
-    return base / "nines" / f"kafka-{kafka_version()}-{digest}.classpath"
+    return cache_dir() / f"kafka-{kafka_version()}-{digest}.classpath"
 
 
 def _usable(classpath: str) -> bool:
@@ -55,29 +55,19 @@ def resolve(quiet: bool = True) -> str:
         classpath = cached.read_text().strip()
         if _usable(classpath):
             return classpath
-    mvn = shutil.which("mvn")
-    if mvn is None:
+    if shutil.which("mvn") is None:
         raise KafkaJarsError(
             "Apache Kafka's jars are resolved with Maven: install it (apt-get install maven) "
             "or set NINES_KAFKA_CLASSPATH"
         )
     cached.parent.mkdir(parents=True, exist_ok=True)
     out = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
-    argv = [mvn, "-B", "-f", str(POM), "dependency:build-classpath",
-            "-Dmdep.includeScope=runtime", f"-Dmdep.outputFile={out}"]  # fmt: skip
-    if quiet:
-        argv.insert(2, "-q")
-    try:
-        done = subprocess.run(
-            argv, capture_output=quiet, text=True, timeout=RESOLVE_TIMEOUT_S, check=False
+    args = ["dependency:build-classpath", "-Dmdep.includeScope=runtime", f"-Dmdep.outputFile={out}"]
+    why = run_mvn(POM, args, RESOLVE_TIMEOUT_S, quiet=quiet)
+    if why is not None or not out.is_file():
+        raise KafkaJarsError(
+            f"mvn could not resolve Apache Kafka {kafka_version()}: {why or 'no classpath'}"
         )
-    except subprocess.TimeoutExpired:
-        why = f"mvn did not resolve Kafka within {RESOLVE_TIMEOUT_S:.0f} s"
-        raise KafkaJarsError(why) from None
-    if done.returncode != 0 or not out.is_file():
-        errors = [ln for ln in (done.stdout or "").splitlines() if "ERROR" in ln]
-        why = errors[0].strip() if errors else f"exit {done.returncode}"
-        raise KafkaJarsError(f"mvn could not resolve Apache Kafka {kafka_version()}: {why}")
     classpath = out.read_text().strip()
     os.replace(out, cached)
     return classpath
