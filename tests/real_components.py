@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -28,6 +28,16 @@ def require_tool(name: str, install: str) -> str:
     if in_ci():
         pytest.fail(f"{message}: CI must have every real component")
     pytest.skip(message)
+
+
+def require(component: str, find: Callable[[], object], missing: type[Exception]) -> None:
+    """Skip (locally) or fail (CI) when ``find`` raises ``missing``, with its reason."""
+    try:
+        find()
+    except missing as exc:
+        if in_ci():
+            pytest.fail(f"CI=true and no {component}: {exc}")
+        pytest.skip(str(exc))
 
 
 @pytest.hookimpl(hookwrapper=True)
