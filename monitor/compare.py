@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -40,7 +41,6 @@ SYSTEMS = ("kafka", "nats", "redis", "rabbitmq")
 CAVEATS = (
     "same host: every system, every probe and the Spark job share this machine's cores",
     "single nodes: no replication, no network between client and server",
-    "Kafka is a test broker (librdkafka's mock cluster, or Tansu), not Apache Kafka",
     "rates scaled to this machine: the essays ran one producer per broker host",
 )
 #: Seconds a message may take before the probe counts it lost (short: runs are short).
@@ -122,7 +122,15 @@ def markdown(result: dict[str, Any], img_dir: str | None = None) -> str:
         f"Each system probed for {result['duration_s']:g} s per case (open loop, latency from the "
         "intended send time), end to end through the stream job. Caveats: "
         + "; ".join(result["caveats"])
-        + ".",
+        + "."
+        + (
+            " Load average (1 min) at the start and the end of the run: "
+            + " and ".join(f"{x:g}" for x in result["load_avg_1m"])
+            + " on this machine's "
+            + f"{os.cpu_count()} cores."
+            if result.get("load_avg_1m")
+            else ""
+        ),
         "",
         "Latencies in milliseconds, read from the merged closed windows. `expected` is rate × "
         "duration; `samples` counts the e2e samples in the windows, lost messages included at "
@@ -171,6 +179,7 @@ def run_compare(
     from monitor.report.plot import write_plot
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="nines-compare-") as tmp:
         windows, seen, late, totals = _run_all(
             systems, cases, duration_s, Path(tmp), say, kafka_engine
@@ -180,6 +189,8 @@ def run_compare(
         "kafka_engine": kafka_engine,
         "kafka_version": _kafka_version() if kafka_engine == "kafka" else None,
         "caveats": list(CAVEATS),
+        # the machine's other load moves every figure: say it (1-minute averages)
+        "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "cases": [],
     }
     for case in cases:
