@@ -323,7 +323,7 @@ def check_ctrl_z(
 
 class ClosedLoop:
     """The naive closed loop over any transport: send one message, wait for it to come back,
-    time it from the *actual* send, send the next (``probes.naive.NaiveProber``'s loop, for
+    time it from the *actual* send, send the next (``testkit.naive.NaiveProber``'s loop, for
     every system). Its own topic keeps it out of the probe's (a RabbitMQ queue is shared)."""
 
     def __init__(self, transport: Any, interval_s: float) -> None:

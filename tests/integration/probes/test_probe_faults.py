@@ -27,8 +27,8 @@ from probe_runs import (
 from core.echo import Echo, decode_record
 from probes import ProbeAgent, ProbeConfig
 from probes.clock import ProbeClock
-from probes.naive import NaiveProber
 from testbroker import EmbeddedBroker
+from testkit.naive import NaiveProber
 
 
 def echoes_of(bootstrap: str, probe_id: str, expect: int, timeout_s: float = 20) -> list[Echo]:
