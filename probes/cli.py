@@ -74,6 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=None,
         help="with --manage-topic: also elect preferred leaders so every broker leads one",
     )
+    p.add_argument("--summary-file", help="write the totals here as JSON at a clean stop")
     p.set_defaults(func=run)
 
 
@@ -105,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         "rebalance": args.rebalance,
         "nats_jetstream": args.nats_jetstream,
         "redis_streams": args.redis_streams,
+        "summary_file": args.summary_file,
     }
     if not values.get("bootstrap") and not args.bootstrap:
         raise ConfigError("probe.bootstrap: required (--bootstrap or `probe: bootstrap:`)")

@@ -106,6 +106,8 @@ class ProbeConfig(StageConfig):
     nats_jetstream: bool = False
     #: redis:// only: XADD/XREAD on a stream (the XADD reply is the ack) instead of pub/sub
     redis_streams: bool = False
+    #: JSON totals written here at a clean stop (``probes.summary``); None: none written
+    summary_file: str | None = None
 
     @field_validator("bootstrap", mode="before")
     @classmethod
