@@ -201,11 +201,6 @@ def redact_url(text: str) -> str:
     return redact_text(text)
 
 
-def redact(text: str) -> str:
-    """``text`` redacted (:func:`core.redact.redact_text`; kept for the CLI's error printer)."""
-    return redact_text(text)
-
-
 #: Kafka's own rule for topic names (legal characters, at most 249 of them).
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 

@@ -47,7 +47,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # t
         help="TLS and basic auth for /metrics, in Prometheus exporter-toolkit's format",
     )
     p.add_argument("--trigger", help="micro-batch interval (default 5s)")
-    p.add_argument("--source", help="Kafka reader: python, the only one (default)")
     p.add_argument(
         "--starting-offsets",
         choices=("latest", "earliest"),
@@ -124,7 +123,6 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
         "metrics_host": args.metrics_host,
         "web_config_file": args.web_config_file,
         "trigger": args.trigger,
-        "source": args.source,
         "starting_offsets": args.starting_offsets,
         "master": args.master,
     }
