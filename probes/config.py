@@ -15,10 +15,9 @@ from core.config import (
     kafka_topic_name,
     label,
     redact_url,
-    resolve_secret,
-    resolve_secrets,
     tcp_port,
 )
+from core.config_io import resolve_secret, resolve_secrets
 from core.echo_v2 import MAX_BATCH_ECHOES
 from core.kafka_conf import PROBE_PINNED, check_pinned
 from core.units import parse_duration_s, parse_rate, parse_size_bytes

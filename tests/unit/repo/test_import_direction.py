@@ -59,6 +59,17 @@ def violations(root: Path) -> list[str]:
     return out
 
 
+#: Pure modules of the core: they may not reach files, the environment or the network (their
+#: I/O lives in a module named for it, e.g. ``core.config_io``).
+PURE = {"core/config.py", "core/windows.py", "core/units.py", "core/hdr.py"}
+IO_MODULES = {"os", "socket", "subprocess", "yaml", "shutil", "tempfile", "urllib", "http"}
+
+
+def test_the_pure_core_modules_do_no_io() -> None:
+    found = {rel: sorted(imports(ROOT / rel) & IO_MODULES) for rel in sorted(PURE)}
+    assert {rel: names for rel, names in found.items() if names} == {}
+
+
 def test_every_import_walks_forward() -> None:
     assert violations(ROOT) == []
 
