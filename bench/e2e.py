@@ -38,7 +38,9 @@ from typing import Any
 import pyarrow as pa
 
 from bench.machine import write_result
-from streaming.source import KafkaEchoReader, NinesKafkaDataSource, planned_batch_id
+from streaming.offset_log import planned_batch_id
+from streaming.source import KafkaEchoReader, NinesKafkaDataSource
+from testkit.spark import process_all_available
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINES = ("mock", "tansu")
@@ -345,7 +347,7 @@ def run_query(
         started = time.perf_counter()
         pipe.start(serve=False)
         try:
-            pipe.process_all_available()
+            process_all_available(pipe)
             deadline = time.monotonic() + 120
             while counted["bench"] < expect["bench"] and time.monotonic() < deadline:
                 time.sleep(0.05)

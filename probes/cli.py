@@ -74,12 +74,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=None,
         help="with --manage-topic: also elect preferred leaders so every broker leads one",
     )
+    p.add_argument("--summary-file", help="write the totals here as JSON at a clean stop")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Validate the configuration and probe."""
-    from core.config import ConfigError, build, check_port_free, load_yaml, section
+    from core.config import ConfigError, build, section
+    from core.config_io import check_port_free, load_yaml
     from core.webconfig import load_web_config
     from probes.agent import run_probe
     from probes.config import ProbeConfig
@@ -105,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         "rebalance": args.rebalance,
         "nats_jetstream": args.nats_jetstream,
         "redis_streams": args.redis_streams,
+        "summary_file": args.summary_file,
     }
     if not values.get("bootstrap") and not args.bootstrap:
         raise ConfigError("probe.bootstrap: required (--bootstrap or `probe: bootstrap:`)")

@@ -15,10 +15,9 @@ from core.config import (
     kafka_topic_name,
     label,
     redact_url,
-    resolve_secret,
-    resolve_secrets,
     tcp_port,
 )
+from core.config_io import resolve_secret, resolve_secrets
 from core.echo_v2 import MAX_BATCH_ECHOES
 from core.kafka_conf import PROBE_PINNED, check_pinned
 from core.units import parse_duration_s, parse_rate, parse_size_bytes
@@ -106,6 +105,8 @@ class ProbeConfig(StageConfig):
     nats_jetstream: bool = False
     #: redis:// only: XADD/XREAD on a stream (the XADD reply is the ack) instead of pub/sub
     redis_streams: bool = False
+    #: JSON totals written here at a clean stop (``probes.summary``); None: none written
+    summary_file: str | None = None
 
     @field_validator("bootstrap", mode="before")
     @classmethod

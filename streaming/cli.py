@@ -47,7 +47,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # t
         help="TLS and basic auth for /metrics, in Prometheus exporter-toolkit's format",
     )
     p.add_argument("--trigger", help="micro-batch interval (default 5s)")
-    p.add_argument("--source", help="Kafka reader: python, the only one (default)")
     p.add_argument(
         "--starting-offsets",
         choices=("latest", "earliest"),
@@ -70,7 +69,8 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
     """
     from confluent_kafka import Consumer, KafkaException
 
-    from core.config import ConfigError, resolve_secrets
+    from core.config import ConfigError
+    from core.config_io import resolve_secrets
     from kafkautil import ConnectFailures, describe_topic
 
     quiet = logging.getLogger("nines.stream.preflight")
@@ -107,7 +107,8 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
 
 def stream_config(args: argparse.Namespace) -> StreamConfig:
     """The validated config from the YAML file and flags, once the cluster has been checked."""
-    from core.config import ConfigError, build, check_port_free, load_yaml, section
+    from core.config import ConfigError, build, section
+    from core.config_io import check_port_free, load_yaml
     from core.webconfig import load_web_config
     from streaming.config import StreamConfig
 
@@ -124,7 +125,6 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
         "metrics_host": args.metrics_host,
         "web_config_file": args.web_config_file,
         "trigger": args.trigger,
-        "source": args.source,
         "starting_offsets": args.starting_offsets,
         "master": args.master,
     }

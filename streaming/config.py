@@ -74,7 +74,6 @@ class StreamConfig(StageConfig):
     #: exporter-toolkit web config for /metrics (TLS, basic auth); None: plain HTTP
     web_config_file: str | None = None
     trigger: float = 5.0
-    source: Literal["python"] = "python"
     starting_offsets: Literal["latest", "earliest"] = "latest"
     master: str = "local[*]"
     max_records_per_batch: int = Field(default=1_000_000, ge=1)
@@ -105,13 +104,6 @@ class StreamConfig(StageConfig):
         if not isinstance(v, str):
             raise ValueError("must be a list of durations, e.g. [10s, 1m, 1h]")
         return WindowSpec.from_names(v).names
-
-    @field_validator("source", mode="before")
-    @classmethod
-    def _source(cls, v: Any) -> Any:
-        if v == "kafka":
-            raise ValueError("Spark's built-in kafka source was removed; use python (the default)")
-        return v
 
     @field_validator(
         "watermark", "highest", "trigger", "max_clock_skew", "peak_hold", mode="before"
