@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.config_io import resolve_secrets
+from kafkautil import EARLIEST, LATEST, list_offsets
 from streaming.gaps import Gap, KafkaRange, RangeBook
 
 #: Records per ``consume`` call at most.
@@ -22,6 +23,8 @@ IDLE_RECHECK_S = 2.0
 #: Seconds ``latestOffset`` waits for the Fetch that finds the log's end before planning with
 #: ListOffsets' answer alone (a batch that ends early only delays the rest to the next one).
 TAIL_FETCH_TIMEOUT_S = 5.0
+#: Seconds for a topic's metadata and for its partitions' watermarks.
+WATERMARK_TIMEOUT_S = 10.0
 
 
 def open_consumer(bootstrap: str, kafka: dict[str, Any]) -> Any:
@@ -52,14 +55,13 @@ def open_consumer(bootstrap: str, kafka: dict[str, Any]) -> Any:
 
 def watermarks(c: Any, topic: str) -> dict[str, tuple[int, int]]:
     """ListOffsets' (low, high) watermarks of every partition of ``topic``, keyed as Spark's
-    offsets are (the partition number as a string)."""
-    from confluent_kafka import TopicPartition
-
-    md = c.list_topics(topic, timeout=10)
-    parts = md.topics[topic].partitions
-    return {
-        str(p): c.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in sorted(parts)
-    }
+    offsets are (the partition number as a string). Asked with ``offsets_for_times``, whose
+    timeout holds through a leader change (kafkautil.offsets)."""
+    md = c.list_topics(topic, timeout=WATERMARK_TIMEOUT_S)
+    parts = sorted(md.topics[topic].partitions)
+    low = list_offsets(c, topic, parts, WATERMARK_TIMEOUT_S, at=EARLIEST)
+    high = list_offsets(c, topic, parts, WATERMARK_TIMEOUT_S, at=LATEST)
+    return {str(p): (low[p], high[p]) for p in parts}
 
 
 def log_ends(c: Any, topic: str, marks: dict[str, tuple[int, int]]) -> dict[str, int]:
@@ -105,13 +107,12 @@ def log_ends(c: Any, topic: str, marks: dict[str, tuple[int, int]]) -> dict[str,
 
 def low_watermark(c: Any, topic: str, partition: int) -> int | None:
     """The partition's first offset still retained (None while the broker does not answer)."""
-    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka import KafkaException
 
     try:
-        low, _ = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)
+        return list_offsets(c, topic, [partition], 5.0, at=EARLIEST)[partition]
     except KafkaException:
         return None
-    return int(low)
 
 
 @dataclass
