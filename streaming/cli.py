@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from streaming.config import StreamConfig
+
+#: The ``stream:`` section's model: StreamConfig, or one composing it with the exporter's.
+C = TypeVar("C", bound="StreamConfig")
 
 EXAMPLES = """examples:
   nines stream --bootstrap kafka:9092 --checkpoint /data/ckpt --archive /data/archive
@@ -105,11 +108,10 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
         consumer.close()
 
 
-def stream_config(args: argparse.Namespace) -> StreamConfig:
-    """The validated config from the YAML file and flags, once the cluster has been checked."""
+def stream_config(args: argparse.Namespace, model: type[C]) -> C:
+    """The validated ``model`` from the YAML file and flags, once the cluster has been checked."""
     from core.config import ConfigError, build, check_port_free, load_yaml, section
     from core.webconfig import load_web_config
-    from streaming.config import StreamConfig
 
     values = section(load_yaml(args.config), "stream")
     flags = {
@@ -130,7 +132,7 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
     }
     if not values.get("bootstrap") and not args.bootstrap:
         raise ConfigError("stream.bootstrap: required (--bootstrap or `stream: bootstrap:`)")
-    config = build(StreamConfig, values, flags, prefix="stream")
+    config = build(model, values, flags, prefix="stream")
     check_port_free(config.metrics_host, config.metrics_port)  # before any connection
     load_web_config(config.web_config_file)  # a bad file or certificate: exit 2, now
     preflight(config)

@@ -7,23 +7,27 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from core.config import StageConfig, kafka_bootstrap, kafka_topic_name, tcp_port
+from core.config import kafka_bootstrap, kafka_topic_name, tcp_port
 from core.hdr import HdrLayout, LayoutError
 from core.kafka_conf import STREAM_PINNED, check_pinned
+from core.settings import SeriesCapConfig
 from core.units import parse_duration_s, parse_size_bytes
 from core.windows import DEFAULT_WINDOWS, WindowSpec
 
 #: Spark master URLs Spark itself accepts (anything else fails only when the JVM starts).
 SPARK_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|(spark|k8s|mesos)://\S+|yarn")
-#: Distinct (cluster, topic, partition) series: 10,000 probe partitions plus their topics' merged
-#: series and the probes' own (hiccup) rows, with 20 % headroom (the exporter's default too).
-DEFAULT_MAX_SERIES = 12_000
+#: Read by the source until its options are decoded by one function (not a second default).
+DEFAULT_MAX_SERIES: int = SeriesCapConfig.model_fields["max_series"].default
 #: Spark's processing-time trigger counts whole milliseconds: less would become 0 (no pause).
 MIN_TRIGGER_S = 0.001
 
 
-class StreamConfig(StageConfig):
-    """Where echoes come from, which windows to keep, and where results go."""
+class StreamConfig(SeriesCapConfig):
+    """Where echoes come from, which windows to keep, and where results go.
+
+    ``max_series`` (inherited) also bounds the series admitted into Spark's state; the
+    exporter's settings of the same ``stream:`` section are ``monitor.exporter.config``'s.
+    """
 
     bootstrap: str
     echo_topic: str = "nines.echoes"
@@ -80,17 +84,6 @@ class StreamConfig(StageConfig):
     max_records_per_batch: int = Field(default=1_000_000, ge=1)
     shuffle_partitions: int = Field(default=4, ge=1)
     state_store: Literal["rocksdb", "memory"] = "rocksdb"
-    #: Distinct (cluster, topic, partition) series in Spark's state and on /metrics; records and
-    #: windows of new series beyond it are counted and refused.
-    max_series: int = Field(default=DEFAULT_MAX_SERIES, ge=1)
-    #: Windows of its resolution a series may go without a closed one before leaving /metrics.
-    series_ttl_windows: int = Field(default=6, ge=1)
-    #: Cumulative histograms per probe partition; False: per topic (``partition="all"``), a
-    #: third of the scrape at 10,000 partitions (docs/metrics.md, scrape cost).
-    partition_histograms: bool = False
-    #: How long ``nines_latency_peak_seconds`` holds a window's max after it closed: longer than
-    #: any scrape interval, so a window that closes between scrapes still has its max seen.
-    peak_hold: float = 120.0
     kafka: dict[str, str] = Field(default_factory=dict)
     _spec: WindowSpec = PrivateAttr(default=DEFAULT_WINDOWS)
     _layout: HdrLayout = PrivateAttr(default_factory=HdrLayout)
@@ -113,9 +106,7 @@ class StreamConfig(StageConfig):
             raise ValueError("Spark's built-in kafka source was removed; use python (the default)")
         return v
 
-    @field_validator(
-        "watermark", "highest", "trigger", "max_clock_skew", "peak_hold", mode="before"
-    )
+    @field_validator("watermark", "highest", "trigger", "max_clock_skew", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> float:
         seconds = parse_duration_s(v)

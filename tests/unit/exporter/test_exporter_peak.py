@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram, with_rollups
-from monitor.exporter import LatencyExporter
+from monitor.exporter import ExporterConfig, LatencyExporter
 
 LAYOUT = HdrLayout()
 S = 1_000_000
@@ -68,7 +68,7 @@ def test_a_burst_of_windows_keeps_the_stalls_max_on_the_peak() -> None:
 
 def test_the_peak_is_held_for_peak_hold_then_falls_to_the_next_held_max() -> None:
     clock = Clock()
-    exp = LatencyExporter(finest_resolution="10s", peak_hold_s=120, clock=clock)
+    exp = LatencyExporter(ExporterConfig(peak_hold=120), finest_resolution="10s", clock=clock)
     exp.update([window(10, 6.0)])
     clock.now += 60
     exp.update([window(20, 3.0)])
@@ -114,7 +114,7 @@ def test_peaks_for_topic_broker_and_hiccup_series_not_per_partition() -> None:
 
 def test_held_maxima_stay_bounded_by_the_batches_within_the_hold() -> None:
     clock = Clock()
-    exp = LatencyExporter(finest_resolution="10s", peak_hold_s=10, clock=clock)
+    exp = LatencyExporter(ExporterConfig(peak_hold=10), finest_resolution="10s", clock=clock)
     for i in range(2_000):  # strictly falling maxima: none dominates another, all are held
         exp.update([window(10 * (i + 1), 100.0 - i * 0.04)])
         clock.now += 1
@@ -129,7 +129,9 @@ def test_held_maxima_stay_bounded_by_the_batches_within_the_hold() -> None:
 
 
 def test_a_series_that_leaves_takes_its_peak_along() -> None:
-    exp = LatencyExporter(finest_resolution="10s", series_ttl_windows=2, clock=Clock())
+    exp = LatencyExporter(
+        ExporterConfig(series_ttl_windows=2), finest_resolution="10s", clock=Clock()
+    )
     gone = WindowHistogram(
         "10s", 0, 10 * S, SeriesKey("c", "gone", ALL_PARTITIONS, "e2e"),
         SparseHistogram.from_values(LAYOUT, [5 * S]), 0,
@@ -144,7 +146,7 @@ def test_a_scraper_slower_than_the_hold_is_counted_and_warned_once(caplog) -> No
     import urllib.request
 
     clock = Clock()
-    exp = LatencyExporter(finest_resolution="10s", peak_hold_s=120, clock=clock)
+    exp = LatencyExporter(ExporterConfig(peak_hold=120), finest_resolution="10s", clock=clock)
     server = exp.serve(port=0)
     try:
 

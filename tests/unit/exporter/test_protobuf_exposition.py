@@ -89,7 +89,7 @@ def test_the_native_histogram_is_the_merged_hdr_rebinned() -> None:
         merged = mine[0]
         for other in mine[1:]:
             merged = merged.merge(other)
-        expected = rebin(merged)
+        expected = rebin(merged, exp.config.native_schema, exp.config.native_max_buckets)
         assert h["schema"] == expected.schema
         assert h.get("zero_count", 0) == expected.zero_count and h["zero_threshold"] > 0
         assert native_buckets(h) == dict(
