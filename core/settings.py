@@ -3,7 +3,7 @@
 ``setting`` declares such a field; ``add_flags`` turns chosen fields into argparse flags whose
 help ends with the default as users write it (``2m``, ``10s,1m,1h``), and ``flag_values`` reads
 them back for ``core.config.build``. The docs and the chart are checked against
-``default_text`` (tests/unit/repo/test_settings_defaults.py), so no default is written twice.
+``default_text`` (tests/unit/test_settings_defaults.py), so no default is written twice.
 """
 
 from __future__ import annotations
@@ -73,6 +73,8 @@ def default_text(model: type[BaseModel], name: str) -> str | None:
     extra = _extra(model, name)
     if extra.get("default_text"):
         return str(extra["default_text"])
+    if field.default_factory in (dict, list):
+        return "{}" if field.default_factory is dict else "[]"
     if field.is_required() or field.default_factory is not None or field.default is None:
         return None
     return format_value(field.default, extra.get("unit"))

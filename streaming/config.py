@@ -42,7 +42,9 @@ class StreamConfig(SeriesCapConfig):
     digits: int = setting(3, help="HDR significant digits 1..4")
     lowest_us: int = setting(1, ge=1, help="lowest latency the histograms tell apart, in µs")
     highest: float = setting(3600.0, unit="duration", help="highest latency the histograms hold")
-    checkpoint: str | None = setting(None, help="checkpoint directory (exactly-once restarts)")
+    checkpoint: str | None = setting(
+        None, default_text="temp dir", help="checkpoint directory (exactly-once restarts)"
+    )
     archive: str | None = setting(None, help="write every closed window's histogram here (Parquet)")
     # -- archive lifecycle (streaming/archive.py; docs/configuration.md) --
     #: Whole dates of the archive older than this are removed. 35 days: the default
