@@ -100,7 +100,6 @@ def measure(
     tracemalloc.start()
     exporter = LatencyExporter(
         ExporterConfig(max_series=series + topics, partition_histograms=partition_histograms),
-        finest_resolution="10s",
     )
     started = time.perf_counter()
     for batch in batches:

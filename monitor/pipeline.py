@@ -44,9 +44,7 @@ class StreamPipeline:
         from streaming.job import StreamJob
 
         self.config = config
-        self.exporter: LatencyExporter = LatencyExporter(
-            config, finest_resolution=config.spec.finest
-        )
+        self.exporter: LatencyExporter = LatencyExporter(config, windows=config.spec)
         self.job = StreamJob(config, spark, on_batch, source, sink=self.exporter)
         self.server: MetricsServer | None = None
 

@@ -186,7 +186,7 @@ class StreamJob:
         self.source = source
         self.sink = sink
         self.layout = config.layout
-        self.resolutions_us = config.spec.resolutions_us
+        self.spec = config.spec
         self.query: Any = None
         self.batches = 0
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -219,7 +219,7 @@ class StreamJob:
         return self
 
     def _sink(self, df: Any, batch_id: int) -> None:
-        windows, counters = closed_windows(df.toArrow(), self.layout, self.resolutions_us)
+        windows, counters = closed_windows(df.toArrow(), self.layout, self.spec)
         windows = with_rollups(windows)
         c = self.config
         if c.archive:

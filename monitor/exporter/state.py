@@ -32,7 +32,14 @@ from core.echo import BAD_REASONS
 from core.hdr import REPORTED_QUANTILES, SparseHistogram
 from core.sla import BUCKET_BOUNDARIES_S
 from core.webconfig import WebConfig
-from core.windows import ALL_PARTITIONS, KINDS, SeriesKey, WindowHistogram, WindowSpec
+from core.windows import (
+    ALL_PARTITIONS,
+    DEFAULT_WINDOWS,
+    KINDS,
+    SeriesKey,
+    WindowHistogram,
+    WindowSpec,
+)
 from monitor.exporter import exposition
 from monitor.exporter.config import ExporterConfig
 from monitor.exporter.hold import PeakHold, Values, largest
@@ -111,7 +118,7 @@ class LatencyExporter:
     def __init__(
         self,
         config: ExporterConfig = DEFAULT_CONFIG,
-        finest_resolution: str | None = None,
+        windows: WindowSpec = DEFAULT_WINDOWS,
         quantiles: Sequence[float] = REPORTED_QUANTILES,
         le_seconds: Sequence[float] = DEFAULT_LE,
         clock: Callable[[], float] = time.monotonic,
@@ -124,7 +131,9 @@ class LatencyExporter:
         self.series_evicted = 0
         self.quantiles = tuple(quantiles)
         self.le_seconds = tuple(le_seconds)
-        self.finest_resolution = finest_resolution
+        #: the stream job's resolutions, parsed once (``StreamConfig.spec``): the finest one's
+        #: windows feed the cumulative histograms and counters
+        self.windows = windows
         self._lock = threading.Lock()
         self._latest: dict[tuple[str, SeriesKey], WindowHistogram] = {}
         self._lines: dict[tuple[str, SeriesKey], exposition.WindowLines] = {}
@@ -169,9 +178,6 @@ class LatencyExporter:
     ) -> None:
         """Take a batch of closed windows (each final) and the batch's counters."""
         with self._lock:
-            if self.finest_resolution is None and windows:
-                names = {w.resolution for w in windows}
-                self.finest_resolution = WindowSpec.from_names(names).finest
             now = self._clock()
             #: series whose peak line may be stale: a held max let go, or an older window's
             #: max held after the latest was rendered
@@ -200,7 +206,7 @@ class LatencyExporter:
                 self._window_end[w.resolution] = max(
                     self._window_end.get(w.resolution, 0), w.window_end_us
                 )
-                if w.resolution == self.finest_resolution and not w.series.broker:
+                if w.resolution == self.windows.finest and not w.series.broker:
                     # broker rollups hold the topic's samples again: never in the histogram
                     merged = w.series.partition == ALL_PARTITIONS
                     if merged != self.config.partition_histograms:
@@ -313,7 +319,7 @@ class LatencyExporter:
                         del self._admitted[sid]
                         if not series.broker:  # counters are per partition, never per broker
                             self._forget_counters(sid[:3])
-            if res == self.finest_resolution:
+            if res == self.windows.finest:
                 self._hist_order = None
                 for store in cum.stores():
                     store.pop(series, None)

@@ -45,7 +45,7 @@ def test_the_pipeline_serves_what_the_job_hands_out(monkeypatch: pytest.MonkeyPa
     )
     assert pipeline.job.sink is pipeline.exporter
     assert pipeline.exporter.config.partition_histograms
-    assert pipeline.exporter.finest_resolution == "10s"
+    assert pipeline.exporter.windows.finest == "10s"
     monkeypatch.setattr(pipeline.job, "start", lambda: pipeline.job)  # no Spark in a unit test
     pipeline.start()
     try:
