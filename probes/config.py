@@ -20,7 +20,7 @@ from core.config import (
     tcp_port,
 )
 from core.echo_v2 import MAX_BATCH_ECHOES
-from core.kafka_conf import PROBE_PINNED, check_pinned
+from core.kafka_conf import ProbeKafka
 from core.settings import setting
 from core.units import parse_duration_s, parse_rate, parse_size_bytes
 
@@ -111,9 +111,7 @@ class ProbeConfig(StageConfig):
     duration: float | None = setting(
         None, unit="duration", default_text="until SIGTERM", help="stop after this long"
     )
-    kafka: dict[str, str] = setting(
-        default_factory=dict, help="librdkafka settings for all clients"
-    )
+    kafka: ProbeKafka = setting(default_factory=dict, help="librdkafka settings for all clients")
     #: Topic management (off by default): create the topics, add partitions for new brokers.
     manage_topic: bool = setting(
         False,
@@ -189,11 +187,6 @@ class ProbeConfig(StageConfig):
     @classmethod
     def _label(cls, v: str) -> str:
         return label(v)
-
-    @field_validator("kafka")
-    @classmethod
-    def _kafka(cls, v: dict[str, str]) -> dict[str, str]:
-        return check_pinned(v, PROBE_PINNED)  # what the probe relies on is not tuning
 
     @field_validator("size", mode="before")
     @classmethod

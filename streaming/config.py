@@ -9,7 +9,7 @@ from pydantic import PrivateAttr, field_validator, model_validator
 
 from core.config import kafka_bootstrap, kafka_topic_name, tcp_port
 from core.hdr import HdrLayout, LayoutError
-from core.kafka_conf import STREAM_PINNED, check_pinned
+from core.kafka_conf import StreamKafka
 from core.settings import SeriesCapConfig, setting
 from core.units import parse_duration_s, parse_size_bytes
 from core.windows import DEFAULT_WINDOWS, WindowSpec
@@ -98,7 +98,7 @@ class StreamConfig(SeriesCapConfig):
     max_records_per_batch: int = setting(1_000_000, ge=1, help="bound on one micro-batch")
     shuffle_partitions: int = setting(4, ge=1, help="Spark shuffle partitions")
     state_store: Literal["rocksdb", "memory"] = setting("rocksdb", help="Spark state store")
-    kafka: dict[str, str] = setting(
+    kafka: StreamKafka = setting(
         default_factory=dict, help="librdkafka settings for the echo consumer"
     )
     _spec: WindowSpec = PrivateAttr(default=DEFAULT_WINDOWS)
@@ -146,11 +146,6 @@ class StreamConfig(SeriesCapConfig):
     @classmethod
     def _bootstrap(cls, v: str) -> str:
         return kafka_bootstrap(v)
-
-    @field_validator("kafka")
-    @classmethod
-    def _kafka(cls, v: dict[str, str]) -> dict[str, str]:
-        return check_pinned(v, STREAM_PINNED)  # what the source relies on is not tuning
 
     @field_validator("master")
     @classmethod
