@@ -37,7 +37,7 @@ HIGHEST_US = 3_600_000_000
 
 def generate(n: int, t0_us: int, seed: int = 7) -> pa.Table:
     """Parsed echoes in event-time order: lognormal latencies, rare multi-second stalls, losses."""
-    from streaming.source import SOURCE_SCHEMA
+    from streaming.marks import SOURCE_SCHEMA
 
     rng = np.random.default_rng(seed)
     intended = t0_us + np.arange(n, dtype=np.int64) * BATCH_SPAN_US // 1_000_000
@@ -134,15 +134,15 @@ class RawReplayReader:
     """``ReplayReader`` over Kafka values: each fetch of ``FETCH`` values is parsed with the
     Kafka source's own ``parse_with_stamps``, so parsing is measured with the aggregation."""
 
-    FETCH = 10_000  # streaming.source.FETCH_BATCH
+    FETCH = 10_000  # streaming.consume.FETCH_BATCH
 
     def read(self, partition: Any) -> Any:
         """The partition's values, memory-mapped, parsed ``FETCH`` at a time."""
         import pyarrow.compute as pc
 
         from streaming.combine import Combiner
+        from streaming.marks import SOURCE_SCHEMA
         from streaming.parse import parse_with_stamps
-        from streaming.source import SOURCE_SCHEMA
 
         combiner = Combiner(self.windows, self.layout)  # type: ignore[attr-defined]
         with pa.memory_map(self.path) as source:  # type: ignore[attr-defined]

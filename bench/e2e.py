@@ -38,7 +38,8 @@ from typing import Any
 import pyarrow as pa
 
 from bench.machine import write_result
-from streaming.source import KafkaEchoReader, NinesKafkaDataSource, planned_batch_id
+from streaming.offset_log import planned_batch_id
+from streaming.source import KafkaEchoReader, NinesKafkaDataSource
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINES = ("mock", "tansu")

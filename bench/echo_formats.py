@@ -35,7 +35,7 @@ from monitor.processes import probe_argv
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS = 3
-FETCH = 10_000  # Kafka values per parse call, as streaming.source.FETCH_BATCH
+FETCH = 10_000  # Kafka values per parse call, as streaming.consume.FETCH_BATCH
 
 
 def echoes_of(n: int) -> list[Any]:

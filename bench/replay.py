@@ -20,7 +20,8 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from core.hdr import HdrLayout
 from core.windows import WindowSpec
 from streaming.combine import Combiner
-from streaming.source import SOURCE_SCHEMA, spark_schema
+from streaming.marks import SOURCE_SCHEMA
+from streaming.source import spark_schema
 
 #: Rows per Arrow batch handed to Spark.
 CHUNK_ROWS = 100_000

@@ -28,7 +28,7 @@ class Pin:
 #: librdkafka spellings of a boolean.
 _TRUE, _FALSE = {"true", "t", "1"}, {"false", "f", "0"}
 
-#: The stream job's echo consumer (streaming/source.py).
+#: The stream job's echo consumer (streaming/consume.py).
 STREAM_PINNED: dict[str, Pin] = {
     "bootstrap.servers": Pin(None, "set it with stream.bootstrap"),
     "enable.auto.commit": Pin(

@@ -91,7 +91,7 @@ _AGGREGATES = [
 
 
 def combine(rows: pa.RecordBatch | pa.Table, windows: WindowSpec, layout: HdrLayout) -> pa.Table:
-    """Bucket rows (``BUCKET_SCHEMA``) of marked source rows (``streaming.source.SOURCE_SCHEMA``).
+    """Bucket rows (``BUCKET_SCHEMA``) of marked source rows (``streaming.marks.SOURCE_SCHEMA``).
 
     Every kind, measured or counted (late, bad, data loss), goes to the finest windows only; the
     coarser resolutions are merged from them in Spark.

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from core.config import ConfigError
 from streaming import wire
+from streaming.offset_log import batch_ids
 
 STATE_FORMAT = 2
 MARKER = "nines-state.json"
@@ -41,8 +42,7 @@ def recorded_format(checkpoint: str) -> int | None:
             return int(json.loads(marker.read_text())["state_format"])
         except (ValueError, KeyError, TypeError):
             return -1
-    offsets = Path(checkpoint) / "offsets"
-    if offsets.is_dir() and any(p.name.isdigit() for p in offsets.iterdir()):
+    if batch_ids(checkpoint):
         return 1  # written before the marker existed
     return None
 

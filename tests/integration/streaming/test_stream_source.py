@@ -20,7 +20,9 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from core.echo import Echo, encode_record
 from core.windows import WindowSpec
-from streaming.source import KafkaEchoReader, KafkaRange, KafkaSlice, batch_watermark_us, slices
+from streaming.gaps import KafkaRange
+from streaming.offset_log import batch_watermark_us
+from streaming.source import KafkaEchoReader, KafkaSlice, slices
 
 T0 = 1_700_000_000_000_000 - 1_700_000_000_000_000 % 60_000_000  # in the past: see max_clock_skew
 FINEST_US = 10_000_000

@@ -28,7 +28,8 @@ from bench.report_e2e import (
 from core.echo import Echo, decode_record
 from core.echo_v2 import decode_batch
 from streaming.config import StreamConfig
-from streaming.source import KafkaEchoReader, KafkaRange, KafkaSlice
+from streaming.gaps import KafkaRange
+from streaming.source import KafkaEchoReader, KafkaSlice
 
 T0 = 1_800_000_000_000_000
 

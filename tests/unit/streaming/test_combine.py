@@ -22,7 +22,7 @@ from streaming.combine import (
     Combiner,
     combine,
 )
-from streaming.source import SOURCE_SCHEMA
+from streaming.marks import SOURCE_SCHEMA, mark_late
 from streaming.wire import decode
 
 T0 = 1_800_000_000_000_000 - 1_800_000_000_000_000 % 3_600_000_000
@@ -242,7 +242,7 @@ def test_each_kind_is_the_echo_reference_latency(cases: list[tuple[int, int, int
         for i, (sent, acked, rcvd, lost) in enumerate(cases)
     ]  # fmt: skip
     marked = pa.Table.from_batches(
-        [_reader()._mark(parse_values([encode_record(e) for e in echoes]), 0)]
+        [mark_late(parse_values([encode_record(e) for e in echoes]), SPEC, 0)]
     )
     partials = combine(marked, SPEC, LAYOUT).to_pylist()
     got = {(r["window_end_us"], r["kind"]): r for r in partials if r["kind"] < STAT_CODES["system"]}
@@ -256,9 +256,3 @@ def test_each_kind_is_the_echo_reference_latency(cases: list[tuple[int, int, int
             assert (row["n"], row["max_us"], row["sum_us"]) == (1, latency, latency), (kind, e)
             assert row["lost"] == (1 if kind == "e2e" and e.lost else 0)
     assert not got
-
-
-def _reader() -> Any:
-    from streaming.source import KafkaEchoReader
-
-    return KafkaEchoReader({"bootstrap": "x:1", "topic": "t", "windows": SPEC.to_option()})

@@ -11,8 +11,9 @@ from core.echo import Echo, Hiccup, encode_record
 from core.windows import WindowSpec
 from streaming import admission
 from streaming.admission import SERIES_CAP, TaskAdmission, plan, quotas
+from streaming.marks import SOURCE_SCHEMA, mark_late
 from streaming.parse import parse_values
-from streaming.source import SOURCE_SCHEMA, KafkaEchoReader
+from streaming.source import KafkaEchoReader
 
 T0 = 1_800_000_000_000_000 - 1_800_000_000_000_000 % 3_600_000_000
 HOUR = 3_600_000_000
@@ -23,8 +24,7 @@ def echo(topic: str, at_us: int = T0) -> bytes:
 
 
 def rows(values: list[bytes], wm: int = 0) -> pa.RecordBatch:
-    reader = KafkaEchoReader({"bootstrap": "x:1", "topic": "t", "windows": "10s,1h"})
-    return reader._mark(parse_values(values), wm)
+    return mark_late(parse_values(values), WindowSpec.from_names("10s,1h"), wm)
 
 
 def test_quotas_split_the_free_places_and_rotate_the_remainder() -> None:

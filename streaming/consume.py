@@ -1,0 +1,193 @@
+"""The Kafka side of the source: the echo consumer, the log's ends, and the consume loop.
+
+Runs inside Spark (the driver plans with ``watermarks``/``log_ends``, the read tasks run
+``consume_ranges``); callers open and close the consumer, so nothing here outlives a task.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.config import resolve_secrets
+from streaming.gaps import Gap, KafkaRange, RangeBook
+
+#: Records per ``consume`` call at most.
+FETCH_BATCH = 10_000
+#: Seconds without records before checking whether retention removed the ones we wait for.
+IDLE_RECHECK_S = 2.0
+#: Seconds ``latestOffset`` waits for the Fetch that finds the log's end before planning with
+#: ListOffsets' answer alone (a batch that ends early only delays the rest to the next one).
+TAIL_FETCH_TIMEOUT_S = 5.0
+
+
+def open_consumer(bootstrap: str, kafka: dict[str, Any]) -> Any:
+    """A consumer for the echo topic, tuned for throughput; ``kafka`` overrides the settings."""
+    from confluent_kafka import Consumer
+
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"nines-stream-{os.getpid()}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 50,
+            # large fetches: twice the records/s of the defaults on one core (measured);
+            # the pre-fetch queue stays bounded at 64 MiB per consumer
+            "max.partition.fetch.bytes": 10 * 1024 * 1024,
+            "fetch.max.bytes": 50 * 1024 * 1024,
+            "queued.min.messages": 500_000,
+            "queued.max.messages.kbytes": 64 * 1024,
+            # an offset removed while we read: restart at the oldest one, and count the gap
+            "auto.offset.reset": "earliest",
+            # env:/file: secrets resolve here, where the consumer runs (the executor has
+            # the Secret), so no secret ever enters Spark's options, plans or logs
+            **resolve_secrets(kafka),
+        }
+    )
+
+
+def watermarks(c: Any, topic: str) -> dict[str, tuple[int, int]]:
+    """ListOffsets' (low, high) watermarks of every partition of ``topic``, keyed as Spark's
+    offsets are (the partition number as a string)."""
+    from confluent_kafka import TopicPartition
+
+    md = c.list_topics(topic, timeout=10)
+    parts = md.topics[topic].partitions
+    return {
+        str(p): c.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in sorted(parts)
+    }
+
+
+def log_ends(c: Any, topic: str, marks: dict[str, tuple[int, int]]) -> dict[str, int]:
+    """The offset after each partition's last record, found by fetching the log's tail.
+
+    ListOffsets' high watermark ``h`` is the log end on Kafka and the mock, but the last
+    record batch's base offset + 1 on Tansu 0.6.0 (docs/brokers.md). A Fetch from ``h - 1``
+    answers at once on every broker (a record is there) with the whole batch holding it,
+    queued all together, so the records delivered show the end. Only delivered records
+    count, so the end never passes one a consumer cannot read. A partition with no answer
+    within ``TAIL_FETCH_TIMEOUT_S`` keeps ``h``: its rest comes one batch later, never lost.
+    """
+    from confluent_kafka import KafkaError, TopicPartition
+
+    ends = {p: high for p, (_, high) in marks.items()}
+    tail = {int(p): high - 1 for p, (low, high) in marks.items() if high > low}
+    if not tail:
+        return ends
+    c.assign([TopicPartition(topic, p, o) for p, o in tail.items()])
+    waiting = set(tail)
+    try:
+        deadline = time.monotonic() + TAIL_FETCH_TIMEOUT_S
+        while time.monotonic() < deadline:
+            answered = not waiting
+            msgs = c.consume(FETCH_BATCH, 0)
+            if not msgs and not answered:
+                msgs = c.consume(1, 0.1)  # back as soon as one record or EOF is there
+            for m in msgs:
+                p, o, err = m.partition(), m.offset(), m.error()
+                if err is None and p in tail and o >= tail[p]:
+                    ends[str(p)] = max(ends[str(p)], o + 1)
+                elif err and err.code() == KafkaError._PARTITION_EOF and o > tail.get(p, o):
+                    ends[str(p)] = max(ends[str(p)], o)  # the fetch position met the end
+                else:
+                    continue  # an error (ListOffsets' answer stands) or a leftover
+                waiting.discard(p)
+            if answered and len(msgs) < FETCH_BATCH:
+                break  # what came with the answers is read: the queue ran dry
+    finally:
+        c.unassign()
+    return ends
+
+
+def low_watermark(c: Any, topic: str, partition: int) -> int | None:
+    """The partition's first offset still retained (None while the broker does not answer)."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    try:
+        low, _ = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)
+    except KafkaException:
+        return None
+    return int(low)
+
+
+@dataclass
+class Fetched:
+    """One fetch's records in offset order per partition: value (None: a tombstone), Kafka
+    timestamp in µs (None: none) and partition."""
+
+    values: list[bytes | None] = field(default_factory=list)
+    kafka_us: list[int | None] = field(default_factory=list)
+    partitions: list[int] = field(default_factory=list)
+
+
+def consume_ranges(
+    c: Any, topic: str, ranges: list[KafkaRange], stall_timeout_s: float
+) -> Iterator[Fetched | Gap]:
+    """Read every range to its end through ``c``: the records, and the gaps retention left.
+
+    An offset below the retained ones resets to the oldest retained record
+    (``auto.offset.reset``), whose offset then reveals the gap. A broker that sends nothing for
+    ``stall_timeout_s`` while the records still exist fails the batch (RuntimeError) rather
+    than skip them.
+    """
+    from confluent_kafka import KafkaError, TopicPartition
+
+    book = RangeBook(ranges)
+    c.assign([TopicPartition(topic, p, o) for p, o in book.offset.items()])
+    idle_since: float | None = None
+    while book.open:
+        msgs = c.consume(min(FETCH_BATCH, book.pending()), 1.0)
+        got = Fetched()
+        finished = []
+        for m in msgs:
+            if m.error():
+                if m.error().code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(f"kafka: {m.error().str()}")
+                continue
+            p, o = m.partition(), m.offset()
+            if not book.wants(p, o):  # done, or already read (re-assign)
+                continue
+            gap, inside = book.arrive(p, o)
+            if gap is not None:  # offsets vanished before or while we read (retention)
+                yield gap
+            if inside:
+                got.values.append(m.value())
+                got.partitions.append(p)
+                kind, ms = m.timestamp()
+                got.kafka_us.append(ms * 1000 if kind else None)
+            if p not in book.open:
+                finished.append(TopicPartition(topic, p))
+        if finished:  # stop fetching what this batch does not need
+            c.pause(finished)
+        if got.values:
+            idle_since = None
+            yield got
+            continue
+        if msgs:
+            continue
+        now = time.monotonic()
+        idle_since = idle_since or now
+        if now - idle_since < IDLE_RECHECK_S:
+            continue
+        # Nothing arrives: either retention overtook us (count it, go on from the new low
+        # watermark) or the broker is slow or down (wait; the records still exist).
+        moved = False
+        for p in sorted(book.open):
+            low = low_watermark(c, topic, p)
+            gap = book.skip_to(p, low) if low is not None else None
+            if gap is not None:
+                yield gap
+                moved = True
+        if moved:
+            c.assign([TopicPartition(topic, p, book.offset[p]) for p in sorted(book.open)])
+            idle_since = None
+        elif now - idle_since > stall_timeout_s:
+            waiting = ", ".join(f"[{p}] at offset {book.offset[p]}" for p in sorted(book.open))
+            raise RuntimeError(
+                f"kafka: no records from {topic} {waiting} for {stall_timeout_s:g} s (the "
+                "batch needs them); failing the batch instead of skipping them"
+            )
