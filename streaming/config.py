@@ -16,8 +16,6 @@ from core.windows import DEFAULT_WINDOWS, WindowSpec
 
 #: Spark master URLs Spark itself accepts (anything else fails only when the JVM starts).
 SPARK_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|(spark|k8s|mesos)://\S+|yarn")
-#: Read by the source until its options are decoded by one function (not a second default).
-DEFAULT_MAX_SERIES: int = SeriesCapConfig.model_fields["max_series"].default
 #: Spark's processing-time trigger counts whole milliseconds: less would become 0 (no pause).
 MIN_TRIGGER_S = 0.001
 
