@@ -13,15 +13,37 @@ import typing
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from pydantic_core import PydanticUndefined
 
 from core.config import StageConfig
-from core.units import format_duration
+from core.units import format_duration, parse_duration_s
 
 #: How a setting's value is written by users: ``duration`` (seconds, shown as ``2m``), ``size``
 #: (bytes), or None (as is).
 Unit = Literal["duration", "size"]
+
+
+def positive_seconds(value: Any) -> float:
+    """A duration setting (``2m``, ``500ms``, a number of seconds) that must be > 0."""
+    seconds = parse_duration_s(value)
+    if seconds <= 0:
+        raise ValueError("must be > 0")
+    return seconds
+
+
+def seconds_fields(*names: str) -> Any:
+    """The validator of a model's duration fields (``positive_seconds``), one for every stage.
+
+    A field validator, not an Annotated type: it runs before ``StageConfig``'s plain-value
+    check, so ``watermark: true`` says ``not a duration``. Give it a name unique in the model's
+    bases (a composed model keeps one validator per name).
+    """
+
+    def check(cls: type, value: Any) -> float:
+        return positive_seconds(value)
+
+    return field_validator(*names, mode="before")(classmethod(check))
 
 
 def setting(
@@ -144,5 +166,7 @@ __all__ = [
     "flag",
     "flag_values",
     "format_value",
+    "positive_seconds",
+    "seconds_fields",
     "setting",
 ]

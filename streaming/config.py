@@ -10,7 +10,7 @@ from pydantic import PrivateAttr, field_validator, model_validator
 from core.config import kafka_bootstrap, kafka_topic_name, tcp_port
 from core.hdr import HdrLayout, LayoutError
 from core.kafka_conf import StreamKafka
-from core.settings import SeriesCapConfig, setting
+from core.settings import SeriesCapConfig, seconds_fields, setting
 from core.units import parse_duration_s, parse_size_bytes
 from core.windows import DEFAULT_WINDOWS, WindowSpec
 
@@ -120,13 +120,7 @@ class StreamConfig(SeriesCapConfig):
             raise ValueError("Spark's built-in kafka source was removed; use python (the default)")
         return v
 
-    @field_validator("watermark", "highest", "trigger", "max_clock_skew", mode="before")
-    @classmethod
-    def _duration(cls, v: Any) -> float:
-        seconds = parse_duration_s(v)
-        if seconds <= 0:
-            raise ValueError("must be > 0")
-        return seconds
+    _stream_seconds = seconds_fields("watermark", "highest", "trigger", "max_clock_skew")
 
     @field_validator("trigger")
     @classmethod

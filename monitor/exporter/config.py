@@ -7,12 +7,7 @@ each default is written here, once.
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import field_validator
-
-from core.settings import SeriesCapConfig, setting
-from core.units import parse_duration_s
+from core.settings import SeriesCapConfig, seconds_fields, setting
 from monitor.exporter.native import MAX_SCHEMA, MIN_SCHEMA
 
 
@@ -49,13 +44,7 @@ class ExporterConfig(SeriesCapConfig):
         160, ge=1, help="buckets of a native series before its schema is made coarser"
     )
 
-    @field_validator("peak_hold", mode="before")
-    @classmethod
-    def _peak_hold(cls, v: Any) -> float:
-        seconds = parse_duration_s(v)
-        if seconds <= 0:
-            raise ValueError("must be > 0")
-        return seconds
+    _exporter_seconds = seconds_fields("peak_hold")
 
 
 __all__ = ["ExporterConfig"]
