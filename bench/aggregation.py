@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from bench.machine import write_result
+from testkit.spark import process_all_available
 
 #: Windows of the default configuration; three latency kinds per echo.
 WINDOWS = {"10s": 10_000_000, "1m": 60_000_000, "1h": 3_600_000_000}
@@ -241,7 +242,7 @@ def run_worker(
     started = time.perf_counter()
     job.start(serve=False)
     try:
-        job.process_all_available()
+        process_all_available(job)
         wall_s = time.perf_counter() - started
         progress = [p for p in job.query.recentProgress if p["numInputRows"] > 0]
     finally:

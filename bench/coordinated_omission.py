@@ -122,7 +122,7 @@ def corrected_for_expected_interval(latencies_us: Sequence[int], interval_us: in
     return out
 
 
-# --- adapters to the probe and the naive prober (owned by probes/) --------------------------
+# --- adapters to the probe and the naive prober (testkit/) --------------------------
 
 
 class _Side:
@@ -173,14 +173,14 @@ class _NinesProbe(_Side):
 
 
 class _ClosedLoop(_Side):
-    """The naive closed-loop prober (``probes.naive``), in its own thread."""
+    """The naive closed-loop prober (``testkit.naive``), in its own thread."""
 
     def __init__(self, bootstrap: str, topic: str, rate: float) -> None:
-        from probes.naive import NaiveProber
+        from testkit.naive import NaiveProber
 
         self._samples: list[int] = []
         self._naive = NaiveProber(bootstrap, topic, 0, interval_s=1 / rate)
-        self.label = "naive closed-loop prober (probes.naive)"
+        self.label = "naive closed-loop prober (testkit.naive)"
 
     def start(self) -> None:
         self._naive.start()

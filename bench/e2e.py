@@ -40,6 +40,7 @@ import pyarrow as pa
 from bench.machine import write_result
 from streaming.offset_log import planned_batch_id
 from streaming.source import KafkaEchoReader, NinesKafkaDataSource
+from testkit.spark import process_all_available
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINES = ("mock", "tansu")
@@ -345,7 +346,7 @@ def run_query(
         started = time.perf_counter()
         pipe.start(serve=False)
         try:
-            pipe.process_all_available()
+            process_all_available(pipe)
             deadline = time.monotonic() + 120
             while counted["bench"] < expect["bench"] and time.monotonic() < deadline:
                 time.sleep(0.05)

@@ -34,7 +34,7 @@ from bench.procstat import cpu_s, start_logged
 from bench.samples import quantiles
 from core.echo import BadEcho, Echo, decode_record
 from monitor.processes import probe_argv
-from probes.agent import summary_totals
+from probes.summary import read_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 RATE_TOTAL = 1_000
@@ -201,6 +201,8 @@ def run_engine(
     probe_id = f"floor-{name}-{len(kafka)}"
     config = workdir / f"{probe_id}.yaml"
     config.write_text(json.dumps({"probe": {"kafka": kafka}}))  # JSON is YAML
+    summary = workdir / f"{probe_id}.summary.json"
+    summary.unlink(missing_ok=True)
     tail_s = 3.0
     run_s = warmup_s + measure_s + tail_s
     cluster = EmbeddedBroker(engine=engine, brokers=brokers, topics=topics)  # type: ignore[arg-type]
@@ -217,7 +219,7 @@ def run_engine(
         cmd = probe_argv(
             broker.bootstrap, probe_id, "--rate", repr(RATE_TOTAL / PARTITIONS),
             "--size", str(SIZE), "--cluster", "bench", "--duration", f"{run_s:g}s",
-            "--config", str(config),
+            "--config", str(config), "--summary-file", str(summary),
         )  # fmt: skip
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
@@ -239,10 +241,10 @@ def run_engine(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            stderr_reader.join(5)  # the probe's last line, ``stopped: ...``, is read
+            stderr_reader.join(5)
         values = reader.finish(60)
     out = summarise(values, probe_id, w0_us, w1_us, RATE_TOTAL / PARTITIONS)
-    unresolved = summary_totals("\n".join(log)).get("unresolved")
+    unresolved = read_summary(summary).get("unresolved")
     return {
         "engine": engine,
         "brokers": brokers,

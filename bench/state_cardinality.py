@@ -20,6 +20,7 @@ from core.echo import Echo, encode_record
 from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
 from streaming.job import StreamJob
+from testkit.spark import process_all_available
 
 TOPIC = "nines.echoes"
 KAFKA_PARTITIONS = 4
@@ -71,7 +72,7 @@ def measure(series: int, beyond: int, echoes: int, max_series: int) -> dict[str,
         )
         job = StreamJob(config, on_batch=on_batch).start()
         try:
-            job.process_all_available()
+            process_all_available(job)
             first = next(p for p in job.query.recentProgress if p["numInputRows"] > 0)
             # a record of an admitted series far ahead closes the window of the refused rows
             pusher = t0 + 3_600_000_000

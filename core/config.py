@@ -1,8 +1,9 @@
 """Configuration plumbing: YAML + flags into frozen, validated per-stage models.
 
 Each stage owns its model (``probes.config``, ``streaming.config``, ``testbroker.config``);
-this module loads YAML, applies flag overrides and turns validation errors into one line that
-names the field, which the CLI prints before exiting with status 2.
+this module applies flag overrides to the YAML's values and turns validation errors into one
+line that names the field, which the CLI prints before exiting with status 2. Pure: reading the
+file, resolving secrets and trying a port are ``core.config_io``'s.
 """
 
 from __future__ import annotations
@@ -13,10 +14,8 @@ import re
 import types
 import typing
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from core.redact import REDACTED, redact_text
@@ -113,25 +112,6 @@ def did_you_mean(word: str, known: list[str] | tuple[str, ...]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def load_yaml(path: str | Path | None) -> dict[str, Any]:
-    """The YAML document at ``path`` as a mapping ({} for None)."""
-    if path is None:
-        return {}
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"config: cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"config: {path} is not UTF-8 text (byte {exc.start})") from None
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config: {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"config: {path} must hold a mapping at the top level")
-    return data
-
-
 def section(document: Mapping[str, Any], name: str) -> dict[str, Any]:
     """One stage's section of the root YAML document; any section no stage knows is an error."""
     for key in document:
@@ -201,11 +181,6 @@ def redact_url(text: str) -> str:
     return redact_text(text)
 
 
-def redact(text: str) -> str:
-    """``text`` redacted (:func:`core.redact.redact_text`; kept for the CLI's error printer)."""
-    return redact_text(text)
-
-
 #: Kafka's own rule for topic names (legal characters, at most 249 of them).
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
@@ -244,58 +219,3 @@ def tcp_port(value: int, zero: str) -> int:
     if not 0 <= value <= 65535:
         raise ValueError(f"must be a TCP port (0 {zero})")
     return value
-
-
-def check_port_free(host: str, port: int, field: str = "metrics-port") -> None:
-    """Fail now, before any connection, if a /metrics server could not bind ``host:port``."""
-    import socket
-
-    if port == 0:
-        return
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers themselves do
-        try:
-            s.bind((host, port))
-        except OverflowError:
-            raise ConfigError(f"{field}: must be a TCP port (got {port})") from None
-        except OSError as exc:
-            raise ConfigError(
-                f"{field}: cannot listen on {host}:{port} ({exc.strerror}); "
-                "pick another port, or 0 for any free port"
-            ) from None
-
-
-def resolve_secret(value: str) -> str:
-    """``value`` with an ``env:VAR`` or ``file:PATH`` reference resolved (anything else as is).
-
-    An unset variable or an unreadable file is a ConfigError that shows the variable name or the
-    file path, never a secret.
-    """
-    import os
-
-    if value.startswith("env:"):
-        name = value[4:]
-        if name not in os.environ:
-            raise ConfigError(f"environment variable {name} is not set")
-        return os.environ[name]
-    if value.startswith("file:"):
-        path = value[5:]
-        try:
-            return Path(path).read_text().strip()
-        except OSError as exc:
-            raise ConfigError(f"cannot read file {path}: {exc.strerror}") from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"file {path} is not UTF-8 text") from None
-    return value
-
-
-def resolve_secrets(settings: Mapping[str, str], field: str = "kafka") -> dict[str, str]:
-    """Client settings with ``env:VAR`` and ``file:PATH`` values resolved (``resolve_secret``);
-    an error names the key (``kafka.sasl.password: ...``)."""
-    out = {}
-    for key, value in settings.items():
-        try:
-            out[key] = resolve_secret(value)
-        except ConfigError as exc:
-            raise ConfigError(f"{field}.{key}: {exc}") from None
-    return out

@@ -168,9 +168,3 @@ def install() -> None:
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())
-
-
-def configure_logging(level: int = logging.INFO) -> None:
-    """The stages' log format on stderr, every line redacted."""
-    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    install()

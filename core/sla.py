@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
-from core.config import ConfigError, StageConfig, build, load_yaml
+from core.config import ConfigError, StageConfig, build
+from core.config_io import load_yaml
 from core.hdr import REPORTED_QUANTILES
 from core.units import format_duration, parse_duration_s
 from core.windows import DEFAULT_WINDOWS

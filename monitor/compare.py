@@ -129,7 +129,7 @@ def markdown(result: dict[str, Any], img_dir: str | None = None) -> str:
         f"their loss timeout ({LOSS_TIMEOUT_S:g} s); `lost` is how many of them were lost; `late` "
         "counts echo records that reached the job after their window had closed (counted, in "
         "no window). The rest of what is missing from `expected` the probe itself reports when "
-        "it stops (its `stopped:` line): messages still unresolved at its shutdown timeout "
+        "it stops (its summary file): messages still unresolved at its shutdown timeout "
         "(they have no echo) and echoes its bounded buffer dropped. A quantile needs enough "
         "samples to exist (—).",
         "",
@@ -339,15 +339,19 @@ def _probe(
 ) -> dict[str, int]:
     """One probe process for ``duration_s``, open loop, then its drain; fails on a bad exit.
 
-    Returns the totals of the probe's ``stopped:`` line (sent, received, lost, unresolved,
-    echo_records_published, echo_dropped)."""
+    Returns the totals of the probe's summary file (``probes.summary.FIELDS``)."""
+    from probes.summary import read_summary
+
     log = tmp / f"{cluster}.log"
+    summary = tmp / f"{cluster}.summary.json"
     cmd = [
         sys.executable, "-m", "monitor", "probe", "--bootstrap", url, "--echo-bootstrap", echo,
         "--rate", f"{case.rate:g}", "--size", str(case.size_bytes), "--cluster", cluster,
         "--probe-id", cluster, "--duration", f"{duration_s:g}s",
         "--loss-timeout", f"{LOSS_TIMEOUT_S:g}s", "--metrics-port", "0",
+        "--summary-file", str(summary),
     ]  # fmt: skip
+    summary.unlink(missing_ok=True)  # a warm-up's under the same name is not this run's
     with log.open("ab") as err:
         proc = subprocess.run(
             cmd, stdout=subprocess.DEVNULL, stderr=err, timeout=duration_s + 120, check=False
@@ -355,9 +359,7 @@ def _probe(
     if proc.returncode != 0:
         tail = log.read_text(errors="replace")[-800:]
         raise RuntimeError(f"probe {cluster} exited {proc.returncode}: {tail}")
-    from probes.agent import summary_totals
-
-    return summary_totals(log.read_text(errors="replace"))
+    return read_summary(summary)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

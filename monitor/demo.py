@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.config import ConfigError, build, check_port_free
+from core.config import ConfigError, build
+from core.config_io import check_port_free
 from core.sla import SlaConfig, load_sla
 from core.units import format_duration, parse_duration_s
 from core.windows import WindowSpec

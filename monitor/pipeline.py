@@ -78,10 +78,6 @@ class StreamPipeline:
         """Resolution → the latest closed window of each series (for live views)."""
         return self.exporter.latest_windows()
 
-    def process_all_available(self) -> None:
-        """Block until everything currently in Kafka has been processed (tests, benches)."""
-        self.job.process_all_available()
-
     def stop(self) -> None:
         """Stop the query and the metrics server."""
         self.job.stop()

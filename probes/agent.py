@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import gc
 import logging
-import re
 import sys
 import threading
 import time
 from typing import Any
 
+from probes import summary
 from probes.clock import ProbeClock
 from probes.config import ProbeConfig
 from probes.consumer import ProbeConsumer
@@ -40,19 +40,6 @@ HOUSEKEEPING_S = 0.1
 METADATA_REFRESH_S = 2.0
 #: The schedule starts this long after ``start()`` (µs), once every thread is running.
 START_DELAY_US = 50_000
-
-
-#: How the probe's last log line starts: its totals as ``name=count`` (``ProbeAgent.summary``).
-SUMMARY_PREFIX = "stopped: "
-
-
-def summary_totals(log_text: str) -> dict[str, int]:
-    """The counts of the last summary line in a probe's log; {} if it never stopped cleanly."""
-    lines = [x for x in log_text.splitlines() if SUMMARY_PREFIX in x]
-    if not lines:
-        return {}
-    tail = lines[-1].split(SUMMARY_PREFIX, 1)[1]
-    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", tail)}
 
 
 class ProbeAgent:
@@ -300,17 +287,22 @@ class ProbeAgent:
             self._echo_sink = None
             self._admin = self.manager = None
 
-    def summary(self) -> str:
-        """One line of totals, logged when the probe stops."""
+    def totals(self) -> dict[str, int]:
+        """The totals of the summary file (``probes.summary.FIELDS``), over all partitions."""
         s = self.stats()
         parts = s["partitions"].values()
-        total = {k: sum(p[k] for p in parts) for k in ("sent", "received", "lost")}
-        return (
-            f"{SUMMARY_PREFIX}sent={total['sent']} received={total['received']} "
-            f"lost={total['lost']} "
-            f"unresolved={self.unresolved_at_stop} echo_records_published="
-            f"{s['echoes_published']} echo_dropped={s['echo_dropped']}"
-        )
+        return {
+            **{k: sum(p[k] for p in parts) for k in ("sent", "received", "lost")},
+            "unresolved": self.unresolved_at_stop,
+            "echo_records_published": s["echoes_published"],
+            "echo_dropped": s["echo_dropped"],
+        }
+
+    def summary(self) -> str:
+        """One line of totals for humans, logged when the probe stops (programs read the
+        summary file, ``probes.summary``)."""
+        totals = self.totals()
+        return "stopped: " + " ".join(f"{k}={totals[k]}" for k in summary.FIELDS)
 
     def stats(self) -> dict[str, Any]:
         """A snapshot of counters (what /metrics shows)."""
@@ -360,6 +352,7 @@ def run_probe(config: ProbeConfig) -> int:
     """Probe until SIGTERM/SIGINT or the configured duration; exit status 0 on a clean stop."""
     import signal
 
+    summary.check_writable(config.summary_file)
     quiet_process_for_probing()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -379,4 +372,6 @@ def run_probe(config: ProbeConfig) -> int:
         pass
     agent.stop()
     log.info("%s", agent.summary())
+    if config.summary_file:
+        summary.write_summary(config.summary_file, agent.totals())
     return 0

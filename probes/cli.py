@@ -28,6 +28,7 @@ FLAGS = (
     "metrics_port",
     "manage_topic",
     "rebalance",
+    "summary_file",
 )
 
 EXAMPLES = """examples:
@@ -59,7 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     """Validate the configuration and probe."""
-    from core.config import ConfigError, build, check_port_free, load_yaml, section
+    from core.config import ConfigError, build, section
+    from core.config_io import check_port_free, load_yaml
     from core.webconfig import load_web_config
     from probes.agent import run_probe
 

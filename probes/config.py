@@ -15,10 +15,9 @@ from core.config import (
     kafka_topic_name,
     label,
     redact_url,
-    resolve_secret,
-    resolve_secrets,
     tcp_port,
 )
+from core.config_io import resolve_secret, resolve_secrets
 from core.echo_v2 import MAX_BATCH_ECHOES
 from core.kafka_conf import ProbeKafka
 from core.settings import setting
@@ -140,6 +139,8 @@ class ProbeConfig(StageConfig):
     redis_streams: bool = setting(
         False, help="redis:// only: a stream (XADD's reply is the ack) instead of pub/sub"
     )
+    #: JSON totals written here at a clean stop (``probes.summary``); None: none written
+    summary_file: str | None = setting(None, help="write the totals here as JSON at a clean stop")
 
     @field_validator("bootstrap", mode="before")
     @classmethod

@@ -19,8 +19,7 @@ MODULE = Path(__file__).resolve().parent.parent / "jvm" / "aggregator"
 JAR_ENV = "NINES_AGGREGATOR_JAR"
 #: Maven's first build downloads its plugins and Spark's API jars (about 20 MB).
 BUILD_TIMEOUT_S = 900.0
-#: The Java class that registers the aggregate, and the SQL name it registers.
-REGISTER_CLASS = "dev.nines.spark.HistogramMerge"
+#: The SQL name ``dev.nines.spark.HistogramMerge`` registers the aggregate under.
 FUNCTION = "nines_hist_merge"
 
 

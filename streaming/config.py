@@ -88,7 +88,6 @@ class StreamConfig(SeriesCapConfig):
         None, help="TLS and basic auth for /metrics, in Prometheus exporter-toolkit's format"
     )
     trigger: float = setting(5.0, unit="duration", help="micro-batch interval")
-    source: Literal["python"] = setting("python", help="Kafka reader: python, the only one")
     starting_offsets: Literal["latest", "earliest"] = setting(
         "latest", choices=True, help="where a first start begins"
     )
@@ -112,13 +111,6 @@ class StreamConfig(SeriesCapConfig):
         if not isinstance(v, str):
             raise ValueError("must be a list of durations, e.g. [10s, 1m, 1h]")
         return WindowSpec.from_names(v).names
-
-    @field_validator("source", mode="before")
-    @classmethod
-    def _source(cls, v: Any) -> Any:
-        if v == "kafka":
-            raise ValueError("Spark's built-in kafka source was removed; use python (the default)")
-        return v
 
     _stream_seconds = seconds_fields("watermark", "highest", "trigger", "max_clock_skew")
 

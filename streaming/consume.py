@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.config import resolve_secrets
+from core.config_io import resolve_secrets
 from streaming.gaps import Gap, KafkaRange, RangeBook
 
 #: Records per ``consume`` call at most.

@@ -240,14 +240,6 @@ class StreamJob:
             duration_s, float(progress.get("inputRowsPerSecond") or 0.0), lag_s, state, time.time()
         )
 
-    def process_all_available(self) -> None:
-        """Block until everything currently in Kafka has been processed (tests, demo)."""
-        self.query.processAllAvailable()
-
-    def await_termination(self, timeout_s: float | None = None) -> bool:
-        """Wait for the query to end."""
-        return bool(self.query.awaitTermination(timeout_s))
-
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """Stop the query, letting an in-flight micro-batch finish within ``grace_s``.
 

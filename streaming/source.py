@@ -21,7 +21,7 @@ silently:
   echo whose finest window has already closed into a counted ``late`` row. Replays read the
   same log line, so this is deterministic.
 * **The series cap** (``streaming.admission``): a read task admits rows of new (cluster,
-  topic, partition) series only within its range's share of ``maxSeries`` (deterministic on
+  topic, partition) series only within its range's share of ``max_series`` (deterministic on
   replays); the rest become counted ``bad``/``series_cap`` rows.
 """
 

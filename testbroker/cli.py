@@ -154,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
     """Validate config, then serve the cluster until signalled."""
     from pathlib import Path
 
-    from core.config import ConfigError, build, load_yaml, section
+    from core.config import ConfigError, build, section
+    from core.config_io import load_yaml
     from testbroker.config import BrokerConfig
 
     values = section(load_yaml(args.config), "broker")

@@ -98,7 +98,6 @@ class EmbeddedBroker:
         self._stderr_path = self._dir / "stderr"
         self._proc: subprocess.Popen[bytes] | None = None
         self._info: ReadyInfo | None = None
-        self.last_stderr = ""
 
     def command(self) -> list[str]:
         """The argv this handle runs (useful in failure messages and docs)."""
@@ -159,7 +158,6 @@ class EmbeddedBroker:
         if timeout_s is None:
             timeout_s = 90.0 if self.engine == "kafka" else 10.0
         code = end_process(proc, timeout_s)
-        self.last_stderr = self.stderr()
         shutil.rmtree(self._dir, ignore_errors=True)
         return code
 
@@ -238,16 +236,6 @@ class EmbeddedBroker:
     def resume(self) -> None:
         """SIGCONT after :meth:`pause` (``fg``)."""
         os.killpg(self.pid, signal.SIGCONT)
-
-    def pause_broker(self, broker: int) -> None:
-        """SIGSTOP one broker's process (Kafka: its JVM; the mock: all of them); returns once
-        every thread of it has stopped."""
-        pid = self.broker_pid(broker)
-        stop_and_wait([pid], lambda: os.kill(pid, signal.SIGSTOP))
-
-    def resume_broker(self, broker: int, pid: int | None = None) -> None:
-        """SIGCONT one broker's process."""
-        os.kill(pid if pid is not None else self.broker_pid(broker), signal.SIGCONT)
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()

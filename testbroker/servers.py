@@ -125,10 +125,6 @@ class Server:
                 raise RuntimeError(f"{self.system} stopped but port {self.port} still answers")
             time.sleep(0.1)
 
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
 
 class NatsServer(Server):
     system = "nats"

@@ -107,12 +107,15 @@ def received_total(port: int) -> int:
 
 class ProbeProcess:
     """``nines probe`` as a subprocess; stderr goes to a file (a pipe nobody reads could fill
-    up and block the probe), and ``ready()`` waits until messages come back."""
+    up and block the probe), and ``ready()`` waits until messages come back. ``summary()``
+    reads the totals it wrote at a clean stop (``--summary-file``)."""
 
     def __init__(self, bootstrap: str, probe_id: str, tmp: Path, *args: str) -> None:
         self.port = free_port()
         self.err_path = tmp / f"{probe_id}.stderr"
-        argv = probe_argv(bootstrap, probe_id, "--rate", str(RATE), *args)
+        self.summary_path = tmp / f"{probe_id}.summary.json"
+        summary = ("--summary-file", str(self.summary_path))
+        argv = probe_argv(bootstrap, probe_id, "--rate", str(RATE), *summary, *args)
         argv[argv.index("--metrics-port") + 1] = str(self.port)
         with self.err_path.open("w") as err:
             self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
@@ -127,19 +130,18 @@ class ProbeProcess:
     def stderr(self) -> str:
         return self.err_path.read_text(errors="replace")
 
+    def summary(self) -> dict[str, int]:
+        """The probe's totals at its clean stop ({} without one)."""
+        from probes.summary import read_summary
+
+        return read_summary(self.summary_path)
+
     def kill(self) -> None:
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.proc.pid, signal.SIGCONT)
             self.proc.kill()
             self.proc.wait(10)
-
-
-SUMMARY = re.compile(
-    r"stopped: sent=(?P<sent>\d+) received=(?P<received>\d+) lost=(?P<lost>\d+) "
-    r"unresolved=(?P<unresolved>\d+) echo_records_published=(?P<published>\d+) "
-    r"echo_dropped=(?P<dropped>\d+)"
-)
 
 
 def assert_one_echo_per_message(echoes: list[Echo], partitions: int) -> dict[int, int]:
@@ -323,7 +325,7 @@ def check_ctrl_z(
 
 class ClosedLoop:
     """The naive closed loop over any transport: send one message, wait for it to come back,
-    time it from the *actual* send, send the next (``probes.naive.NaiveProber``'s loop, for
+    time it from the *actual* send, send the next (``testkit.naive.NaiveProber``'s loop, for
     every system). Its own topic keeps it out of the probe's (a RabbitMQ queue is shared)."""
 
     def __init__(self, transport: Any, interval_s: float) -> None:

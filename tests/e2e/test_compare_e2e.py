@@ -27,7 +27,7 @@ def test_compare_runs_all_four_systems_through_the_pipeline(tmp_path: Path) -> N
     assert list(case["systems"]) == ["kafka", "nats", "redis", "rabbitmq"]
     assert case["expected"] == RATE * SECONDS
     for system, row in case["systems"].items():
-        # the probe's own stop line: every message sent, none left unresolved, no echo dropped
+        # the probe's summary file: every message sent, none left unresolved, no echo dropped
         probe = row["probe"]
         assert probe["sent"] == RATE * SECONDS and probe["received"] == RATE * SECONDS, system
         assert probe["unresolved"] == 0 and probe["echo_dropped"] == 0, system

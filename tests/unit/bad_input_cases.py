@@ -136,6 +136,7 @@ LISTED: list[tuple[str, tuple[str, ...], str | bytes | None, str]] = [
     ("probe", (), "- a\n- b\n", "config: {config} must hold a mapping at the top level"),
     ("probe", (), "probe: 5\n", "probe: must be a mapping (got 5)"),
     ("probe", ("--config", "/no/such.yaml"), None, "config: cannot read /no/such.yaml: No such file or directory"),
+    ("probe", ("--summary-file", "/no/such/summary.json"), None, "probe.summary_file: cannot write /no/such/summary.json: /no/such is not a writable directory"),
     ("stream", ("--windows", "10s,15s"), None, "stream.windows: every window must be a multiple of the finest (10s) (got '10s,15s')"),
     ("stream", ("--windows", "500ms"), None, "stream.windows: windows must be whole seconds, at least 1s (got '500ms')"),
     ("stream", ("--digits", "7"), None, "stream.digits: must be 1..4 significant digits (got 7)"),

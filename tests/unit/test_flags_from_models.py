@@ -23,11 +23,11 @@ from streaming.config import StreamConfig
 #: The flags users' scripts rely on (a rename is a breaking change: CHANGELOG.md).
 PUBLISHED = {
     "stream": "--config --bootstrap --echo-topic --windows --watermark --digits --checkpoint "
-    "--archive --metrics-port --metrics-host --web-config-file --trigger --source "
+    "--archive --metrics-port --metrics-host --web-config-file --trigger "
     "--starting-offsets --master",
     "probe": "--config --bootstrap --nats-jetstream --redis-streams --echo-bootstrap --topic "
     "--echo-topic --rate --size --cluster --probe-id --loss-timeout --duration --echo-format "
-    "--metrics-host --web-config-file --metrics-port --manage-topic --rebalance",
+    "--metrics-host --web-config-file --metrics-port --manage-topic --rebalance --summary-file",
 }
 MODELS = {"stream": (StreamConfig, STREAM_FLAGS), "probe": (ProbeConfig, PROBE_FLAGS)}
 

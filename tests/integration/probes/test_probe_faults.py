@@ -14,7 +14,6 @@ import numpy as np
 from kafka_cluster import Cluster, consumer
 from probe_runs import (
     RATE,
-    SUMMARY,
     ProbeProcess,
     assert_one_echo_per_message,
     check_ctrl_z,
@@ -27,8 +26,8 @@ from probe_runs import (
 from core.echo import Echo, decode_record
 from probes import ProbeAgent, ProbeConfig
 from probes.clock import ProbeClock
-from probes.naive import NaiveProber
 from testbroker import EmbeddedBroker
+from testkit.naive import NaiveProber
 
 
 def echoes_of(bootstrap: str, probe_id: str, expect: int, timeout_s: float = 20) -> list[Echo]:
@@ -188,16 +187,15 @@ def test_cli_sigterm_drains_in_flight_and_flushes_one_echo_per_message(
     # joining threads and the final flush, +1 s for exiting a loaded machine).
     assert 1.0 <= took_s <= shutdown_s + 2, took_s
     assert "lead no partition" not in err  # every broker leads one partition here
-    summary = SUMMARY.search(err)
-    assert summary is not None, err
-    counts = {k: int(v) for k, v in summary.groupdict().items()}
+    counts = probe_.summary()
+    assert counts, err
 
     echoes, hiccups = records_of(fresh_broker.bootstrap, "flush")
     n = assert_one_echo_per_message(echoes, 3)
     assert sum(n.values()) == counts["sent"] == counts["received"]
-    assert counts["lost"] == counts["unresolved"] == counts["dropped"] == 0
+    assert counts["lost"] == counts["unresolved"] == counts["echo_dropped"] == 0
     assert not [e for e in echoes if e.lost or e.acked_us is None]
-    assert len(echoes) + len(hiccups) == counts["published"]
+    assert len(echoes) + len(hiccups) == counts["echo_records_published"]
     # the messages in flight at SIGTERM were drained: received after the broker came back...
     drained = [
         e

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from process_signals import assert_clean, signal_nines
 
+from probes.summary import FIELDS, read_summary
+
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
 @pytest.mark.parametrize("group", [False, True], ids=["process", "group"])
@@ -17,8 +19,10 @@ from process_signals import assert_clean, signal_nines
 def test_a_signal_ends_the_probe_cleanly(
     broker: Any, sig: signal.Signals, group: bool, running: bool, tmp_path: Path
 ) -> None:
+    summary = tmp_path / "summary.json"
+    argv = ["probe", "--bootstrap", broker.bootstrap, "--metrics-port", "0", "--rate", "20"]
     ending = signal_nines(
-        ["probe", "--bootstrap", broker.bootstrap, "--metrics-port", "0", "--rate", "20"],
+        [*argv, "--summary-file", str(summary)],
         sig,
         group=group,
         ready="probing" if running else None,
@@ -26,5 +30,7 @@ def test_a_signal_ends_the_probe_cleanly(
     )
     assert_clean(ending)
     assert ending.stop_s < 15  # its shutdown_timeout (10 s) bounds the drain
-    if running:
-        assert "stopped: sent=" in ending.output
+    if running:  # the summary file holds what the log line shows humans
+        totals = read_summary(summary)
+        assert totals["sent"] > 0 and totals["sent"] == totals["received"], totals
+        assert "stopped: " + " ".join(f"{k}={totals[k]}" for k in FIELDS) in ending.output

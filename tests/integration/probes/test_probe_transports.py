@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from probe_runs import (
     RATE,
-    SUMMARY,
     ClosedLoop,
     ProbeProcess,
     assert_one_echo_per_message,
@@ -162,12 +161,11 @@ def test_cli_sigterm_stops_cleanly_with_one_echo_per_message(
     err = run.stderr()
     assert rc == 0, err
     assert "guest:guest" not in err  # an amqp:// password is never printed
-    summary = SUMMARY.search(err)
-    assert summary is not None, err
-    counts = {k: int(v) for k, v in summary.groupdict().items()}
+    counts = run.summary()
+    assert counts, err
     echoes, hiccups = records_of(broker.bootstrap, probe_id)
     n = assert_one_echo_per_message(echoes, 1)
     assert n[0] == counts["sent"] == counts["received"]
-    assert counts["lost"] == counts["unresolved"] == counts["dropped"] == 0
-    assert len(echoes) + len(hiccups) == counts["published"]
+    assert counts["lost"] == counts["unresolved"] == counts["echo_dropped"] == 0
+    assert len(echoes) + len(hiccups) == counts["echo_records_published"]
     assert {e.system for e in echoes} == {server.system}

@@ -13,6 +13,7 @@ from stream_jobs import Collector, job_config
 from core.echo import Echo, Hiccup, encode_record
 from core.hdr import HdrLayout, SparseHistogram, rank_for_quantile
 from streaming.job import StreamJob
+from testkit.spark import process_all_available
 
 LAYOUT = HdrLayout()
 RATE = 50  # per partition per second
@@ -225,7 +226,7 @@ def test_retention_gap_is_counted_and_job_continues(broker: Any, spark: Any, tmp
     prod.flush()
     sink = Collector()
     job = StreamJob(cfg, spark=spark, on_batch=sink).start()
-    job.process_all_available()
+    process_all_available(job)
     job.stop()
     # while the job is down, write far more than the broker retains (~5 MiB per partition)
     pad = "x" * 900

@@ -17,6 +17,7 @@ from stream_jobs import Collector, job_config
 from core.echo import LATENCY_SPANS, Echo, encode_record
 from core.hdr import SparseHistogram
 from streaming.job import StreamJob
+from testkit.spark import process_all_available
 
 #: A minute boundary an hour ago (event times must not be ahead of the records' timestamps).
 T0 = (int(time.time()) // 60 * 60 - 3600) * 1_000_000
@@ -67,7 +68,7 @@ def test_state_holds_at_most_max_series_and_a_replay_admits_the_same(
         job = StreamJob(config, spark=spark, on_batch=sink).start()
         try:
             sink.wait(lambda s: 0 in s.ids, 180, job)
-            job.process_all_available()
+            process_all_available(job)
             (first,) = [p for p in job.query.recentProgress if p["batchId"] == 0]
         finally:
             job.stop()
@@ -115,7 +116,7 @@ def test_state_holds_at_most_max_series_and_a_replay_admits_the_same(
     job = StreamJob(config, spark=spark, on_batch=replay).start()
     try:
         replay.wait(lambda s: any(w.resolution == "1m" for w in s.windows), 180, job)
-        job.process_all_available()
+        process_all_available(job)
     finally:
         job.stop()
     refused = sum(len(v) for name, v in data.items() if name not in ADMITTED)

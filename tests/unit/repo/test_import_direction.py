@@ -3,6 +3,8 @@
 core is the floor (pure: no Kafka, Spark or Prometheus library, no stage); the stages hand data
 forward (probes → Kafka → streaming → closed windows → monitor); monitor composes them at the top.
 kafkautil (Kafka client helpers on top of core) serves every stage that talks to Kafka.
+testkit (what tests/ and bench/ share) may import the product; no product package imports it,
+and neither the wheel nor the image ships it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ ALLOWED: dict[str, set[str]] = {
     "dashboards": {"core"},
     "monitor": {"core", "kafkautil", "probes", "streaming", "testbroker", "dashboards"},
 }
+#: Test and bench support: above the product, never imported by it, never shipped.
+SUPPORT = "testkit"
 #: Third-party libraries the pure core must never import (I/O and engines live in the stages).
 CORE_FORBIDDEN = {"confluent_kafka", "pyspark", "prometheus_client", "pyarrow", "requests"}
 
@@ -48,9 +52,22 @@ def violations(root: Path) -> list[str]:
             for name in sorted(imports(path)):
                 if name in ALLOWED and name != package and name not in allowed:
                     out.append(f"{rel}: imports {name}")
+                if name == SUPPORT:
+                    out.append(f"{rel}: imports the test support {SUPPORT}")
                 if package == "core" and name in CORE_FORBIDDEN:
                     out.append(f"{rel}: the core imports {name}")
     return out
+
+
+#: Pure modules of the core: they may not reach files, the environment or the network (their
+#: I/O lives in a module named for it, e.g. ``core.config_io``).
+PURE = {"core/config.py", "core/windows.py", "core/units.py", "core/hdr.py"}
+IO_MODULES = {"os", "socket", "subprocess", "yaml", "shutil", "tempfile", "urllib", "http"}
+
+
+def test_the_pure_core_modules_do_no_io() -> None:
+    found = {rel: sorted(imports(ROOT / rel) & IO_MODULES) for rel in sorted(PURE)}
+    assert {rel: names for rel, names in found.items() if names} == {}
 
 
 def test_every_import_walks_forward() -> None:
@@ -64,11 +81,13 @@ def test_the_check_catches_an_upward_and_a_sideways_import(tmp_path: Path) -> No
     (tmp_path / "streaming" / "job.py").write_text("def f():\n    from monitor.x import y\n")
     (tmp_path / "probes" / "ok.py").write_text("from core.echo import Echo\nimport numpy\n")
     (tmp_path / "streaming" / "side.py").write_text("from probes import agent\n")
+    (tmp_path / "monitor" / "demo.py").write_text("def f():\n    import testkit.naive\n")
     assert violations(tmp_path) == [
         "core/bad.py: imports monitor",
         "core/bad.py: the core imports pyspark",
         "streaming/job.py: imports monitor",
         "streaming/side.py: imports probes",
+        "monitor/demo.py: imports the test support testkit",
     ]
 
 
@@ -83,3 +102,15 @@ def test_the_image_and_the_wheel_ship_every_package() -> None:
     for package in ALLOWED:
         assert f"COPY {package} {package}" in dockerfile, package
         assert f'"{package}*"' in pyproject, package
+    assert f"COPY {SUPPORT}" not in dockerfile and f'"{SUPPORT}*"' not in pyproject
+
+
+def test_the_support_package_is_what_tests_and_benches_import() -> None:
+    assert (ROOT / SUPPORT / "__init__.py").is_file()
+    users = {
+        top
+        for top in ("tests", "bench")
+        for path in (ROOT / top).rglob("*.py")
+        if SUPPORT in imports(path)
+    }
+    assert users == {"tests", "bench"}

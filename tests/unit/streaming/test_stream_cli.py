@@ -35,7 +35,6 @@ def test_help_shows_examples() -> None:
         (["--metrics-port", "70000"], "stream.metrics_port"),
         (["--watermark", "soon"], "stream.watermark"),
         (["--trigger", "0s"], "stream.trigger"),
-        (["--source", "kafka"], "stream.source"),
     ],
 )
 def test_bad_values_exit_2_naming_the_field(args: list[str], field: str) -> None:
@@ -82,7 +81,7 @@ def test_missing_echo_topic_exits_2_before_spark(
     no_spark: list[object],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    args = ["stream", "--bootstrap", broker.bootstrap, "--source", "python"]
+    args = ["stream", "--bootstrap", broker.bootstrap]
     assert main([*args, "--echo-topic", "no.such.echoes"]) == 2
     err = capsys.readouterr().err
     assert err == (

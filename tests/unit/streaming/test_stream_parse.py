@@ -98,7 +98,7 @@ def test_stream_config_validation() -> None:
         ({"windows": "10s,15s"}, "stream.windows"),
         ({"digits": 5}, "stream.digits"),
         ({"watermark": "soon"}, "stream.watermark"),
-        ({"source": "files"}, "stream.source"),
+        ({"source": "python"}, "stream.source"),  # removed: an unknown key now
     ):
         with pytest.raises(ConfigError) as err:
             build(StreamConfig, {"bootstrap": "x:1", **values}, prefix="stream")

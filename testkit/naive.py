@@ -2,7 +2,7 @@
 
 This is how most broker monitors measure, and it is wrong: during a stall it waits with the
 broker, takes one slow sample, and omits every message a real client would have sent meanwhile
-(coordinated omission). Kept as the baseline that tests and benchmarks compare against.
+(coordinated omission). The baseline that tests and benchmarks compare against; not product code.
 """
 
 from __future__ import annotations

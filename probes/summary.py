@@ -1,0 +1,60 @@
+"""The probe's summary file: its totals at a clean stop, for the process that started it.
+
+``nines probe --summary-file PATH`` writes one JSON object when the probe stops cleanly
+(SIGTERM, SIGINT or the end of ``--duration``), atomically (a temporary file renamed over
+``PATH``), so a reader sees the whole file or none. A probe that crashed or was killed writes
+none. The format (``format`` 1; docs/configuration.md, *The probe's summary file*)::
+
+    {"format": 1, "sent": 1000, "received": 990, "lost": 7, "unresolved": 3,
+     "echo_records_published": 997, "echo_dropped": 2}
+
+``sent``, ``received`` and ``lost`` are summed over the probed partitions; ``unresolved`` were
+still in flight when the shutdown timeout ran out (they have no echo record). The ``stopped:``
+log line shows the same totals to humans; no program should parse it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from core.config import ConfigError
+
+FORMAT = 1
+#: The totals, in the order the log line shows them.
+FIELDS = ("sent", "received", "lost", "unresolved", "echo_records_published", "echo_dropped")
+
+
+def check_writable(path: str | None) -> None:
+    """Refuse (ConfigError, one line) a summary file that could not be written at the stop."""
+    if path is None:
+        return
+    parent = Path(path).parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise ConfigError(
+            f"probe.summary_file: cannot write {path}: {parent} is not a writable directory"
+        )
+
+
+def write_summary(path: str | Path, totals: dict[str, int]) -> None:
+    """Write ``totals`` (every one of ``FIELDS``) as the summary file, atomically."""
+    path = Path(path)
+    data = {"format": FORMAT, **{k: int(totals[k]) for k in FIELDS}}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data) + "\n")
+    os.replace(tmp, path)
+
+
+def read_summary(path: str | Path) -> dict[str, int]:
+    """The totals of a summary file; {} when there is none (the probe did not stop cleanly).
+
+    A file of another format raises ValueError rather than be misread.
+    """
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return {}
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a probe summary of format {FORMAT}")
+    return {k: int(data[k]) for k in FIELDS}
