@@ -187,8 +187,7 @@ def run_worker(
     ``v1``/``v2``: it holds Kafka values, parsed in the source as the Kafka source does.
     """
     from bench.replay import ReplayDataSource
-    from monitor.pipeline import StreamPipeline
-    from streaming.config import StreamConfig
+    from monitor.pipeline import PipelineConfig, StreamPipeline
     from streaming.job import spark_session
 
     cluster = None
@@ -200,7 +199,7 @@ def run_worker(
         master, cores = cluster.url, 2
     else:
         cores = int(master.removeprefix("local[").removesuffix("]"))
-    config = StreamConfig.model_validate(
+    config = PipelineConfig.model_validate(
         {
             "bootstrap": "replay:0",
             "windows": "10s,1m,1h",

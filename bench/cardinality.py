@@ -24,7 +24,7 @@ from bench.machine import write_result
 from core import promproto
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
-from monitor.exporter import LatencyExporter
+from monitor.exporter import ExporterConfig, LatencyExporter
 from monitor.exporter.server import GZIP_LEVEL
 
 RESOLUTIONS = (("10s", 10), ("1m", 60), ("1h", 3600))
@@ -99,9 +99,7 @@ def measure(
     ]
     tracemalloc.start()
     exporter = LatencyExporter(
-        finest_resolution="10s",
-        max_series=series + topics,
-        partition_histograms=partition_histograms,
+        ExporterConfig(max_series=series + topics, partition_histograms=partition_histograms),
     )
     started = time.perf_counter()
     for batch in batches:

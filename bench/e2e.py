@@ -300,12 +300,11 @@ def run_query(
     ``bench`` is out of a closed 10 s window; its progress and sink timings."""
     import threading
 
-    from monitor.pipeline import StreamPipeline
-    from streaming.config import StreamConfig
+    from monitor.pipeline import PipelineConfig, StreamPipeline
     from streaming.job import read_echoes
 
     with tempfile.TemporaryDirectory(prefix="nines-e2e-ckpt-") as ckpt:
-        config = StreamConfig(
+        config = PipelineConfig(
             bootstrap=bootstrap,
             echo_topic=topic,
             windows=WINDOWS,

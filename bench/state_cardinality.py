@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from core.echo import Echo, encode_record
-from streaming.config import DEFAULT_MAX_SERIES, StreamConfig
+from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
 from streaming.job import StreamJob
 from testkit.spark import process_all_available
@@ -106,7 +106,9 @@ def main() -> None:
     parser.add_argument("--series", type=int, default=10_000, help="series within the cap")
     parser.add_argument("--beyond", type=int, default=3_000, help="series more (refused)")
     parser.add_argument("--echoes", type=int, default=3, help="echoes per series")
-    parser.add_argument("--max-series", type=int, default=DEFAULT_MAX_SERIES)
+    parser.add_argument(
+        "--max-series", type=int, default=StreamConfig.model_fields["max_series"].default
+    )
     args = parser.parse_args()
     for name, value in measure(args.series, args.beyond, args.echoes, args.max_series).items():
         print(f"{name}: {value:.2f}")

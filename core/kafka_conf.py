@@ -9,8 +9,12 @@ Those are listed here, once, and a ``kafka:`` key that would change one is refus
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 
 @dataclass(frozen=True)
@@ -83,4 +87,22 @@ def check_pinned(settings: Mapping[str, str], pinned: Mapping[str, Pin]) -> dict
     return dict(settings)
 
 
-__all__ = ["PROBE_PINNED", "STREAM_PINNED", "TUNING", "Pin", "check_pinned"]
+def _pinned_field(pinned: Mapping[str, Pin]) -> AfterValidator:
+    """The one validator of every stage's ``kafka:`` field: ``check_pinned`` against ``pinned``."""
+    return AfterValidator(functools.partial(check_pinned, pinned=pinned))
+
+
+#: The stream job's ``kafka:`` field: what the source relies on is not tuning.
+StreamKafka = Annotated[dict[str, str], _pinned_field(STREAM_PINNED)]
+#: The probe's ``kafka:`` field: what the probe relies on is not tuning.
+ProbeKafka = Annotated[dict[str, str], _pinned_field(PROBE_PINNED)]
+
+__all__ = [
+    "PROBE_PINNED",
+    "STREAM_PINNED",
+    "TUNING",
+    "Pin",
+    "ProbeKafka",
+    "StreamKafka",
+    "check_pinned",
+]

@@ -239,9 +239,8 @@ def _run_all(
 
     Returns, by cluster label: the closed e2e windows, the job's echo counts by system, the late
     records, and each probe's stop totals."""
-    from monitor.pipeline import StreamPipeline
+    from monitor.pipeline import PipelineConfig, StreamPipeline
     from monitor.processes import jvm_output_to
-    from streaming.config import StreamConfig
     from testbroker import EmbeddedBroker
 
     windows: dict[str, list[WindowHistogram]] = defaultdict(list)
@@ -269,7 +268,7 @@ def _run_all(
     with EmbeddedBroker(topics=[("nines.echoes", 2), ("nines.probe", 1)]) as echo:
         say(f"echo cluster {echo.bootstrap}; stream job starting (logs in {tmp})")
         config = build(
-            StreamConfig,
+            PipelineConfig,
             {
                 "bootstrap": echo.bootstrap,
                 "windows": WINDOW,

@@ -30,7 +30,7 @@ from monitor.processes import terminate as _terminate
 from monitor.tables import render_tables
 
 if TYPE_CHECKING:
-    from streaming.config import StreamConfig
+    from monitor.pipeline import PipelineConfig
 
 EXAMPLES = """examples:
   nines demo                          # run until Ctrl+C
@@ -229,15 +229,15 @@ class _Losses:
         return "counted: " + "; ".join(parts) if parts else None
 
 
-#: StreamConfig field -> the demo flag that sets it.
+#: PipelineConfig field -> the demo flag that sets it.
 _STREAM_FLAGS = {"windows": "window", "metrics_port": "metrics-port"}
 
 
 def _stream_config(
     args: argparse.Namespace, window_s: float, bootstrap: str, workdir: Path
-) -> StreamConfig:
+) -> PipelineConfig:
     """The demo's stream job config; a bad flag is reported under the demo's flag name."""
-    from streaming.config import StreamConfig
+    from monitor.pipeline import PipelineConfig
 
     values = {
         "bootstrap": bootstrap,
@@ -251,7 +251,7 @@ def _stream_config(
         "master": "local[2]",
     }
     try:
-        return build(StreamConfig, values)
+        return build(PipelineConfig, values)
     except ConfigError as exc:
         field, sep, rest = str(exc).partition(": ")
         raise ConfigError(f"{_STREAM_FLAGS.get(field, field)}{sep}{rest}") from None

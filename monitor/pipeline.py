@@ -12,13 +12,22 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
+from monitor.exporter.config import ExporterConfig
+from streaming.config import StreamConfig
+
 if TYPE_CHECKING:
     from core.windows import WindowHistogram
     from monitor.exporter import LatencyExporter, MetricsServer
-    from streaming.config import StreamConfig
     from streaming.job import BatchCallback, SourceFactory
 
 log = logging.getLogger("nines.stream")
+
+
+class PipelineConfig(StreamConfig, ExporterConfig):
+    """The ``stream:`` section: the Spark job's settings and the exporter's, each key once.
+
+    ``max_series`` comes from their common base: it caps Spark's state and /metrics alike.
+    """
 
 
 class StreamPipeline:
@@ -26,7 +35,7 @@ class StreamPipeline:
 
     def __init__(
         self,
-        config: StreamConfig,
+        config: PipelineConfig,
         spark: Any = None,
         on_batch: BatchCallback | None = None,
         source: SourceFactory | None = None,
@@ -35,13 +44,7 @@ class StreamPipeline:
         from streaming.job import StreamJob
 
         self.config = config
-        self.exporter: LatencyExporter = LatencyExporter(
-            finest_resolution=config.spec.finest,
-            max_series=config.max_series,
-            series_ttl_windows=config.series_ttl_windows,
-            partition_histograms=config.partition_histograms,
-            peak_hold_s=config.peak_hold,
-        )
+        self.exporter: LatencyExporter = LatencyExporter(config, windows=config.spec)
         self.job = StreamJob(config, spark, on_batch, source, sink=self.exporter)
         self.server: MetricsServer | None = None
 
@@ -86,7 +89,7 @@ class StreamPipeline:
             self.server = None
 
 
-def run_stream(config: StreamConfig) -> int:
+def run_stream(config: PipelineConfig) -> int:
     """Run until SIGTERM/SIGINT (exit 0) or until the query fails (exit 1)."""
     import signal
 
@@ -119,5 +122,5 @@ def run(args: argparse.Namespace) -> int:
     from streaming.cli import stream_config
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    config = stream_config(args)
+    config = stream_config(args, PipelineConfig)
     return run_stream(config)  # Spark: only once the input is known to be good

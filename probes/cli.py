@@ -5,6 +5,32 @@ from __future__ import annotations
 import argparse
 import logging
 
+from core.settings import add_flags, flag_values
+from probes.config import ProbeConfig
+
+#: The settings that are flags too, in --help's order (the others are YAML only).
+FLAGS = (
+    "bootstrap",
+    "nats_jetstream",
+    "redis_streams",
+    "echo_bootstrap",
+    "topic",
+    "echo_topic",
+    "rate",
+    "size",
+    "cluster",
+    "probe_id",
+    "loss_timeout",
+    "duration",
+    "echo_format",
+    "metrics_host",
+    "web_config_file",
+    "metrics_port",
+    "manage_topic",
+    "rebalance",
+    "summary_file",
+)
+
 EXAMPLES = """examples:
   nines probe --bootstrap kafka:9092 --cluster prod
   nines probe --bootstrap kafka:9092 --echo-bootstrap monitoring:9092 --rate 200 --size 1KiB
@@ -28,53 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--config", help="YAML file; its `probe:` section")
-    p.add_argument(
-        "--bootstrap",
-        help="target: Kafka host:port list, or nats://host:4222, redis://host:6379, "
-        "amqp://user:pass@host:5672/vhost (RabbitMQ)",
-    )
-    p.add_argument(
-        "--nats-jetstream",
-        action="store_true",
-        default=None,
-        help="nats:// only: publish through JetStream (its PubAck is the ack)",
-    )
-    p.add_argument(
-        "--redis-streams",
-        action="store_true",
-        default=None,
-        help="redis:// only: a stream (XADD's reply is the ack) instead of pub/sub",
-    )
-    p.add_argument("--echo-bootstrap", help="cluster for echo records (default: --bootstrap)")
-    p.add_argument("--topic", help="probe topic (default nines.probe)")
-    p.add_argument("--echo-topic", help="echo topic (default nines.echoes)")
-    p.add_argument("--rate", help="messages per second per partition (default 100)")
-    p.add_argument("--size", help="payload bytes (default 512; max 1MiB)")
-    p.add_argument("--cluster", help="name of the probed cluster (label)")
-    p.add_argument("--probe-id", help="probe id (default host-pid)")
-    p.add_argument("--loss-timeout", help="declare a message lost after this (default 30s)")
-    p.add_argument("--duration", help="stop after this long (default: until SIGTERM)")
-    p.add_argument("--echo-format", help="v1: one JSON echo per message (default); v2: batches")
-    p.add_argument("--metrics-host", help="metrics address (default 127.0.0.1)")
-    p.add_argument(
-        "--web-config-file",
-        help="TLS and basic auth for /metrics, in Prometheus exporter-toolkit's format",
-    )
-    p.add_argument("--metrics-port", type=int, help="metrics port (default 9465; 0 disables)")
-    p.add_argument(
-        "--manage-topic",
-        action="store_true",
-        default=None,
-        help="create the probe and echo topics when missing; add a partition for each broker that "
-        "joins (never a reassignment)",
-    )
-    p.add_argument(
-        "--rebalance",
-        action="store_true",
-        default=None,
-        help="with --manage-topic: also elect preferred leaders so every broker leads one",
-    )
-    p.add_argument("--summary-file", help="write the totals here as JSON at a clean stop")
+    add_flags(p, ProbeConfig, FLAGS)  # help, default and unit from the model
     p.set_defaults(func=run)
 
 
@@ -84,31 +64,10 @@ def run(args: argparse.Namespace) -> int:
     from core.config_io import check_port_free, load_yaml
     from core.webconfig import load_web_config
     from probes.agent import run_probe
-    from probes.config import ProbeConfig
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     values = section(load_yaml(args.config), "probe")
-    flags = {
-        "bootstrap": args.bootstrap,
-        "echo_bootstrap": args.echo_bootstrap,
-        "topic": args.topic,
-        "echo_topic": args.echo_topic,
-        "rate": args.rate,
-        "size": args.size,
-        "cluster": args.cluster,
-        "probe_id": args.probe_id,
-        "loss_timeout": args.loss_timeout,
-        "duration": args.duration,
-        "echo_format": args.echo_format,
-        "metrics_host": args.metrics_host,
-        "web_config_file": args.web_config_file,
-        "metrics_port": args.metrics_port,
-        "manage_topic": args.manage_topic,
-        "rebalance": args.rebalance,
-        "nats_jetstream": args.nats_jetstream,
-        "redis_streams": args.redis_streams,
-        "summary_file": args.summary_file,
-    }
+    flags = flag_values(args, FLAGS)
     if not values.get("bootstrap") and not args.bootstrap:
         raise ConfigError("probe.bootstrap: required (--bootstrap or `probe: bootstrap:`)")
     config = build(ProbeConfig, values, flags, prefix="probe")

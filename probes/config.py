@@ -7,7 +7,7 @@ import os
 import socket
 from typing import Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import ValidationInfo, field_validator, model_validator
 
 from core.config import (
     StageConfig,
@@ -19,7 +19,8 @@ from core.config import (
 )
 from core.config_io import resolve_secret, resolve_secrets
 from core.echo_v2 import MAX_BATCH_ECHOES
-from core.kafka_conf import PROBE_PINNED, check_pinned
+from core.kafka_conf import ProbeKafka
+from core.settings import setting
 from core.units import parse_duration_s, parse_rate, parse_size_bytes
 
 #: Bytes of the probe header inside every payload (see probes.payload).
@@ -71,42 +72,75 @@ def _default_probe_id() -> str:
 class ProbeConfig(StageConfig):
     """Where to probe, how fast, and how long to wait before a message counts as lost."""
 
-    bootstrap: str
-    echo_bootstrap: str | None = Field(default=None, validate_default=True)
-    topic: str = "nines.probe"
-    echo_topic: str = "nines.echoes"
-    rate: float = 100.0
-    size: int = 512
-    cluster: str = "default"
-    probe_id: str = Field(default_factory=_default_probe_id)
-    loss_timeout: float = 30.0
-    echo_buffer: int = 100_000
+    bootstrap: str = setting(
+        help="target: Kafka host:port list, or nats://host:4222, redis://host:6379, "
+        "amqp://user:pass@host:5672/vhost (RabbitMQ)"
+    )
+    echo_bootstrap: str | None = setting(
+        None, validate_default=True, default_text="--bootstrap", help="cluster for echo records"
+    )
+    topic: str = setting("nines.probe", help="probe topic")
+    echo_topic: str = setting("nines.echoes", help="echo topic")
+    rate: float = setting(100.0, help="messages per second per partition")
+    size: int = setting(512, unit="size", note="max 1MiB", help="payload bytes")
+    cluster: str = setting("default", help="name of the probed cluster, its label")
+    probe_id: str = setting(
+        default_factory=_default_probe_id, default_text="host-pid", help="probe id"
+    )
+    loss_timeout: float = setting(30.0, unit="duration", help="declare a message lost after this")
+    echo_buffer: int = setting(100_000, help="echo records queued for the echo cluster")
     #: v1: one JSON echo per Kafka message; v2: batches (docs/echo-format.md)
-    echo_format: Literal["v1", "v2"] = "v1"
+    echo_format: Literal["v1", "v2"] = setting(
+        "v1", help="v1: one JSON echo per message; v2: batches"
+    )
     #: v2 only: a batch is sent at this many records, and at least every 100 ms
-    echo_batch: int = 1000
-    hiccup_interval: float = 1.0
-    metrics_host: str = "127.0.0.1"
+    echo_batch: int = setting(1000, help="v2 only: records a batch is sent at")
+    hiccup_interval: float = setting(
+        1.0, unit="duration", help="interval of the probe's own pause records"
+    )
+    metrics_host: str = setting("127.0.0.1", help="metrics address")
     #: exporter-toolkit web config for /metrics (TLS, basic auth); None: plain HTTP
-    web_config_file: str | None = None
-    metrics_port: int = 9465
-    shutdown_timeout: float = 10.0
-    duration: float | None = None
-    kafka: dict[str, str] = Field(default_factory=dict)
+    web_config_file: str | None = setting(
+        None, help="TLS and basic auth for /metrics, in Prometheus exporter-toolkit's format"
+    )
+    metrics_port: int = setting(9465, note="0 disables", help="metrics port")
+    shutdown_timeout: float = setting(
+        10.0, unit="duration", help="on SIGTERM, how long to wait for outstanding echoes"
+    )
+    duration: float | None = setting(
+        None, unit="duration", default_text="until SIGTERM", help="stop after this long"
+    )
+    kafka: ProbeKafka = setting(default_factory=dict, help="librdkafka settings for all clients")
     #: Topic management (off by default): create the topics, add partitions for new brokers.
-    manage_topic: bool = False
+    manage_topic: bool = setting(
+        False,
+        help="create the probe and echo topics when missing; add a partition for each broker "
+        "that joins (never a reassignment)",
+    )
     #: With manage_topic, also elect preferred leaders (never without it; never a reassignment).
-    rebalance: bool = False
-    partitions_per_broker: int = Field(default=1, ge=1, le=100)
+    rebalance: bool = setting(
+        False, help="with --manage-topic: also elect preferred leaders so every broker leads one"
+    )
+    partitions_per_broker: int = setting(
+        1, ge=1, le=100, help="k: a created topic has brokers × k partitions"
+    )
     #: Replicas of what management creates; None: 3 (at most the brokers), or the topic's own.
-    replication_factor: int | None = Field(default=None, ge=1, le=32)
-    manage_interval: float = 60.0
+    replication_factor: int | None = setting(
+        None, ge=1, le=32, default_text="3, at most the brokers", help="replicas of a created topic"
+    )
+    manage_interval: float = setting(
+        60.0, unit="duration", help="how often topic management looks at the cluster"
+    )
     #: nats:// only: publish through JetStream (the PubAck is the ack) instead of core NATS
-    nats_jetstream: bool = False
+    nats_jetstream: bool = setting(
+        False, help="nats:// only: publish through JetStream (its PubAck is the ack)"
+    )
     #: redis:// only: XADD/XREAD on a stream (the XADD reply is the ack) instead of pub/sub
-    redis_streams: bool = False
+    redis_streams: bool = setting(
+        False, help="redis:// only: a stream (XADD's reply is the ack) instead of pub/sub"
+    )
     #: JSON totals written here at a clean stop (``probes.summary``); None: none written
-    summary_file: str | None = None
+    summary_file: str | None = setting(None, help="write the totals here as JSON at a clean stop")
 
     @field_validator("bootstrap", mode="before")
     @classmethod
@@ -154,11 +188,6 @@ class ProbeConfig(StageConfig):
     @classmethod
     def _label(cls, v: str) -> str:
         return label(v)
-
-    @field_validator("kafka")
-    @classmethod
-    def _kafka(cls, v: dict[str, str]) -> dict[str, str]:
-        return check_pinned(v, PROBE_PINNED)  # what the probe relies on is not tuning
 
     @field_validator("size", mode="before")
     @classmethod

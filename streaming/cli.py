@@ -7,10 +7,30 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
-if TYPE_CHECKING:
-    from streaming.config import StreamConfig
+from core.settings import add_flags, flag_values
+from streaming.config import StreamConfig
+
+#: The ``stream:`` section's model: StreamConfig, or one composing it with the exporter's.
+C = TypeVar("C", bound="StreamConfig")
+
+#: The settings that are flags too, in --help's order (the others are YAML only).
+FLAGS = (
+    "bootstrap",
+    "echo_topic",
+    "windows",
+    "watermark",
+    "digits",
+    "checkpoint",
+    "archive",
+    "metrics_port",
+    "metrics_host",
+    "web_config_file",
+    "trigger",
+    "starting_offsets",
+    "master",
+)
 
 EXAMPLES = """examples:
   nines stream --bootstrap kafka:9092 --checkpoint /data/ckpt --archive /data/archive
@@ -33,26 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # t
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--config", help="YAML file; its `stream:` section")
-    p.add_argument("--bootstrap", help="Kafka bootstrap servers of the echo topic")
-    p.add_argument("--echo-topic", help="echo topic (default nines.echoes)")
-    p.add_argument("--windows", help="resolutions, finest first multiple (default 10s,1m,1h)")
-    p.add_argument("--watermark", help="allowed lateness on the intended time (default 2m)")
-    p.add_argument("--digits", type=int, help="HDR significant digits 1..4 (default 3)")
-    p.add_argument("--checkpoint", help="checkpoint directory (exactly-once restarts)")
-    p.add_argument("--archive", help="write every closed window's histogram here (Parquet)")
-    p.add_argument("--metrics-port", type=int, help="exporter port (default 9464; 0 = any)")
-    p.add_argument("--metrics-host", help="exporter address (default 127.0.0.1)")
-    p.add_argument(
-        "--web-config-file",
-        help="TLS and basic auth for /metrics, in Prometheus exporter-toolkit's format",
-    )
-    p.add_argument("--trigger", help="micro-batch interval (default 5s)")
-    p.add_argument(
-        "--starting-offsets",
-        choices=("latest", "earliest"),
-        help="where a first start begins (default latest)",
-    )
-    p.add_argument("--master", help="Spark master (default local[*])")
+    add_flags(p, StreamConfig, FLAGS)  # help, default and unit from the model
     return p
 
 
@@ -105,32 +106,17 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
         consumer.close()
 
 
-def stream_config(args: argparse.Namespace) -> StreamConfig:
-    """The validated config from the YAML file and flags, once the cluster has been checked."""
+def stream_config(args: argparse.Namespace, model: type[C]) -> C:
+    """The validated ``model`` from the YAML file and flags, once the cluster has been checked."""
     from core.config import ConfigError, build, section
     from core.config_io import check_port_free, load_yaml
     from core.webconfig import load_web_config
-    from streaming.config import StreamConfig
 
     values = section(load_yaml(args.config), "stream")
-    flags = {
-        "bootstrap": args.bootstrap,
-        "echo_topic": args.echo_topic,
-        "windows": args.windows,
-        "watermark": args.watermark,
-        "digits": args.digits,
-        "checkpoint": args.checkpoint,
-        "archive": args.archive,
-        "metrics_port": args.metrics_port,
-        "metrics_host": args.metrics_host,
-        "web_config_file": args.web_config_file,
-        "trigger": args.trigger,
-        "starting_offsets": args.starting_offsets,
-        "master": args.master,
-    }
+    flags = flag_values(args, FLAGS)
     if not values.get("bootstrap") and not args.bootstrap:
         raise ConfigError("stream.bootstrap: required (--bootstrap or `stream: bootstrap:`)")
-    config = build(StreamConfig, values, flags, prefix="stream")
+    config = build(model, values, flags, prefix="stream")
     check_port_free(config.metrics_host, config.metrics_port)  # before any connection
     load_web_config(config.web_config_file)  # a bad file or certificate: exit 2, now
     preflight(config)

@@ -15,16 +15,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.hdr import HdrLayout, SparseHistogram
-from core.windows import SeriesKey, WindowHistogram
+from core.windows import SeriesKey, WindowHistogram, WindowSpec
 from streaming.counters import StreamCounters
 from streaming.histograms import STAT_PREFIX
 from streaming.wire import decode
 
 
 def closed_windows(
-    table: pa.Table, layout: HdrLayout, resolutions_us: dict[str, int]
+    table: pa.Table, layout: HdrLayout, spec: WindowSpec
 ) -> tuple[list[WindowHistogram], StreamCounters]:
     """Histograms and counters from one micro-batch's rows: one encoded histogram a row."""
+    resolutions_us = spec.resolutions_us
     end_us = pc.cast(table["window_end"], pa.timestamp("us", "UTC")).cast(pa.int64())
     if "broker" not in table.column_names:  # rows without leaders: partition series as they are
         table = table.append_column("broker", pa.array([""] * table.num_rows, pa.string()))
@@ -64,7 +65,7 @@ def closed_windows(
             w = replace(w, hist=old.hist.merge(hist), lost=old.lost + lost_n)
         merged[k] = w
     windows = list(merged.values())
-    finest = min(resolutions_us, key=lambda r: resolutions_us[r])
+    finest = spec.finest
     echoes: dict[Any, int] = {}
     lost: dict[Any, int] = {}
     overflow: dict[SeriesKey, int] = {}

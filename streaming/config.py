@@ -5,46 +5,58 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import PrivateAttr, field_validator, model_validator
 
-from core.config import StageConfig, kafka_bootstrap, kafka_topic_name, tcp_port
+from core.config import kafka_bootstrap, kafka_topic_name, tcp_port
 from core.hdr import HdrLayout, LayoutError
-from core.kafka_conf import STREAM_PINNED, check_pinned
+from core.kafka_conf import StreamKafka
+from core.settings import SeriesCapConfig, seconds_fields, setting
 from core.units import parse_duration_s, parse_size_bytes
 from core.windows import DEFAULT_WINDOWS, WindowSpec
 
 #: Spark master URLs Spark itself accepts (anything else fails only when the JVM starts).
 SPARK_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|(spark|k8s|mesos)://\S+|yarn")
-#: Distinct (cluster, topic, partition) series: 10,000 probe partitions plus their topics' merged
-#: series and the probes' own (hiccup) rows, with 20 % headroom (the exporter's default too).
-DEFAULT_MAX_SERIES = 12_000
 #: Spark's processing-time trigger counts whole milliseconds: less would become 0 (no pause).
 MIN_TRIGGER_S = 0.001
 
 
-class StreamConfig(StageConfig):
-    """Where echoes come from, which windows to keep, and where results go."""
+class StreamConfig(SeriesCapConfig):
+    """Where echoes come from, which windows to keep, and where results go.
 
-    bootstrap: str
-    echo_topic: str = "nines.echoes"
-    windows: tuple[str, ...] = DEFAULT_WINDOWS.names
-    watermark: float = 120.0
+    ``max_series`` (inherited) also bounds the series admitted into Spark's state; the
+    exporter's settings of the same ``stream:`` section are ``monitor.exporter.config``'s.
+    """
+
+    bootstrap: str = setting(help="Kafka bootstrap servers of the echo topic")
+    echo_topic: str = setting("nines.echoes", help="echo topic")
+    windows: tuple[str, ...] = setting(
+        DEFAULT_WINDOWS.names, help="resolutions, finest first multiple"
+    )
+    watermark: float = setting(120.0, unit="duration", help="allowed lateness on the intended time")
     #: An echo whose intended time is further ahead of its Kafka timestamp is bad (``future``).
-    max_clock_skew: float = 300.0
-    digits: int = 3
-    lowest_us: int = Field(default=1, ge=1)
-    highest: float = 3600.0
-    checkpoint: str | None = None
-    archive: str | None = None
+    max_clock_skew: float = setting(
+        300.0, unit="duration", help="an echo further ahead of its Kafka timestamp is bad"
+    )
+    digits: int = setting(3, help="HDR significant digits 1..4")
+    lowest_us: int = setting(1, ge=1, help="lowest latency the histograms tell apart, in µs")
+    highest: float = setting(3600.0, unit="duration", help="highest latency the histograms hold")
+    checkpoint: str | None = setting(
+        None, default_text="temp dir", help="checkpoint directory (exactly-once restarts)"
+    )
+    archive: str | None = setting(None, help="write every closed window's histogram here (Parquet)")
     # -- archive lifecycle (streaming/archive.py; docs/configuration.md) --
     #: Whole dates of the archive older than this are removed. 35 days: the default
     #: ``nines slo --since 30d``, a 31-day month and a few days' grace to run the report.
-    archive_retention: float = 35 * 86_400.0
+    archive_retention: float = setting(
+        35 * 86_400.0, unit="duration", help="whole dates of the archive older than this go"
+    )
     #: Merge a closed hour's per-batch files into one file (24 a day per resolution).
-    archive_compact: bool = True
+    archive_compact: bool = setting(True, help="merge a closed hour's files into one")
     #: Also remove the oldest whole dates while the archive is larger than this (bytes; None:
     #: no cap). Disk use grows with the probe partitions, the retention does not.
-    archive_max_size: int | None = None
+    archive_max_size: int | None = setting(
+        None, unit="size", help="oldest whole dates go while the archive is larger"
+    )
 
     @field_validator("archive_retention", mode="before")
     @classmethod
@@ -69,28 +81,23 @@ class StreamConfig(StageConfig):
         return size
 
     # -- end archive lifecycle --
-    metrics_host: str = "127.0.0.1"
-    metrics_port: int = 9464
+    metrics_host: str = setting("127.0.0.1", help="exporter address")
+    metrics_port: int = setting(9464, help="exporter port", note="0 = any")
     #: exporter-toolkit web config for /metrics (TLS, basic auth); None: plain HTTP
-    web_config_file: str | None = None
-    trigger: float = 5.0
-    starting_offsets: Literal["latest", "earliest"] = "latest"
-    master: str = "local[*]"
-    max_records_per_batch: int = Field(default=1_000_000, ge=1)
-    shuffle_partitions: int = Field(default=4, ge=1)
-    state_store: Literal["rocksdb", "memory"] = "rocksdb"
-    #: Distinct (cluster, topic, partition) series in Spark's state and on /metrics; records and
-    #: windows of new series beyond it are counted and refused.
-    max_series: int = Field(default=DEFAULT_MAX_SERIES, ge=1)
-    #: Windows of its resolution a series may go without a closed one before leaving /metrics.
-    series_ttl_windows: int = Field(default=6, ge=1)
-    #: Cumulative histograms per probe partition; False: per topic (``partition="all"``), a
-    #: third of the scrape at 10,000 partitions (docs/metrics.md, scrape cost).
-    partition_histograms: bool = False
-    #: How long ``nines_latency_peak_seconds`` holds a window's max after it closed: longer than
-    #: any scrape interval, so a window that closes between scrapes still has its max seen.
-    peak_hold: float = 120.0
-    kafka: dict[str, str] = Field(default_factory=dict)
+    web_config_file: str | None = setting(
+        None, help="TLS and basic auth for /metrics, in Prometheus exporter-toolkit's format"
+    )
+    trigger: float = setting(5.0, unit="duration", help="micro-batch interval")
+    starting_offsets: Literal["latest", "earliest"] = setting(
+        "latest", choices=True, help="where a first start begins"
+    )
+    master: str = setting("local[*]", help="Spark master")
+    max_records_per_batch: int = setting(1_000_000, ge=1, help="bound on one micro-batch")
+    shuffle_partitions: int = setting(4, ge=1, help="Spark shuffle partitions")
+    state_store: Literal["rocksdb", "memory"] = setting("rocksdb", help="Spark state store")
+    kafka: StreamKafka = setting(
+        default_factory=dict, help="librdkafka settings for the echo consumer"
+    )
     _spec: WindowSpec = PrivateAttr(default=DEFAULT_WINDOWS)
     _layout: HdrLayout = PrivateAttr(default_factory=HdrLayout)
 
@@ -105,15 +112,7 @@ class StreamConfig(StageConfig):
             raise ValueError("must be a list of durations, e.g. [10s, 1m, 1h]")
         return WindowSpec.from_names(v).names
 
-    @field_validator(
-        "watermark", "highest", "trigger", "max_clock_skew", "peak_hold", mode="before"
-    )
-    @classmethod
-    def _duration(cls, v: Any) -> float:
-        seconds = parse_duration_s(v)
-        if seconds <= 0:
-            raise ValueError("must be > 0")
-        return seconds
+    _stream_seconds = seconds_fields("watermark", "highest", "trigger", "max_clock_skew")
 
     @field_validator("trigger")
     @classmethod
@@ -131,11 +130,6 @@ class StreamConfig(StageConfig):
     @classmethod
     def _bootstrap(cls, v: str) -> str:
         return kafka_bootstrap(v)
-
-    @field_validator("kafka")
-    @classmethod
-    def _kafka(cls, v: dict[str, str]) -> dict[str, str]:
-        return check_pinned(v, STREAM_PINNED)  # what the source relies on is not tuning
 
     @field_validator("master")
     @classmethod

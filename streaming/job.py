@@ -9,7 +9,6 @@ checkpoint, a killed job restarts exactly where Spark's logs say.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import signal
 import tempfile
@@ -24,6 +23,7 @@ from streaming.closed import closed_windows
 from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
 from streaming.histograms import windowed_histograms
+from streaming.options import encode_options
 from streaming.sink import WindowSink
 from streaming.state_format import check_state_format
 
@@ -132,22 +132,9 @@ def read_echoes(spark: Any, config: StreamConfig, checkpoint: str) -> Any:
     from streaming.source import NinesKafkaDataSource
 
     spark.dataSource.register(NinesKafkaDataSource)
-    return (
-        spark.readStream.format("nines-kafka")
-        .option("bootstrap", config.bootstrap)
-        .option("topic", config.echo_topic)
-        .option("startingOffsets", config.starting_offsets)
-        .option("maxRecordsPerBatch", str(config.max_records_per_batch))
-        .option("checkpoint", checkpoint)
-        .option("windows", config.spec.to_option())
-        .option("hdr", config.layout.to_option())
-        .option("kafka", json.dumps(config.kafka))
-        # one Spark task per core and micro-batch, whatever the number of Kafka partitions
-        .option("maxInputPartitions", str(spark.sparkContext.defaultParallelism))
-        .option("maxClockSkewUs", str(int(config.max_clock_skew * 1_000_000)))
-        .option("maxSeries", str(config.max_series))
-        .load()
-    )
+    # one Spark task per core and micro-batch, whatever the number of Kafka partitions
+    options = encode_options(config, checkpoint, spark.sparkContext.defaultParallelism)
+    return spark.readStream.format("nines-kafka").options(**options).load()
 
 
 def with_event_time(echoes: Any, config: StreamConfig) -> Any:
@@ -186,7 +173,7 @@ class StreamJob:
         self.source = source
         self.sink = sink
         self.layout = config.layout
-        self.resolutions_us = config.spec.resolutions_us
+        self.spec = config.spec
         self.query: Any = None
         self.batches = 0
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -219,7 +206,7 @@ class StreamJob:
         return self
 
     def _sink(self, df: Any, batch_id: int) -> None:
-        windows, counters = closed_windows(df.toArrow(), self.layout, self.resolutions_us)
+        windows, counters = closed_windows(df.toArrow(), self.layout, self.spec)
         windows = with_rollups(windows)
         c = self.config
         if c.archive:

@@ -21,13 +21,12 @@ silently:
   echo whose finest window has already closed into a counted ``late`` row. Replays read the
   same log line, so this is deterministic.
 * **The series cap** (``streaming.admission``): a read task admits rows of new (cluster,
-  topic, partition) series only within its range's share of ``maxSeries`` (deterministic on
+  topic, partition) series only within its range's share of ``max_series`` (deterministic on
   replays); the rest become counted ``bad``/``series_cap`` rows.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,15 +35,13 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from core.hdr import HdrLayout
-from core.windows import WindowSpec
 from streaming import admission
 from streaming.combine import PARTIAL_SCHEMA, Combiner
-from streaming.config import DEFAULT_MAX_SERIES
 from streaming.consume import consume_ranges, log_ends, open_consumer, watermarks
 from streaming.gaps import Gap, KafkaRange, data_loss_row
 from streaming.marks import mark_late
 from streaming.offset_log import batch_watermark_us, planned_batch_id
+from streaming.options import decode_options
 from streaming.parse import mark_future, parse_messages
 
 
@@ -112,22 +109,23 @@ class KafkaEchoReader(DataSourceStreamReader):
     """Spark-managed offsets over one topic; reads each partition range into Arrow batches."""
 
     def __init__(self, options: dict[str, str]) -> None:
-        opts = {k.lower(): v for k, v in options.items()}  # Spark's options are case-insensitive
-        self.bootstrap = opts["bootstrap"]
-        self.topic = opts["topic"]
-        self.starting = opts.get("startingoffsets", "latest")
-        self.max_rows = int(opts.get("maxrecordsperbatch", "1000000"))
-        self.checkpoint = opts.get("checkpoint")
-        self.windows = WindowSpec.from_option(opts["windows"])
-        self.layout = HdrLayout.from_option(opts["hdr"]) if "hdr" in opts else HdrLayout()
-        self.kafka = json.loads(opts.get("kafka", "{}"))
-        self.stall_timeout_s = float(opts.get("stalltimeouts", "600"))
+        opts = decode_options(options)  # the job's settings, typed as in StreamConfig
+        self.bootstrap = opts.bootstrap
+        self.topic = opts.echo_topic
+        self.starting = opts.starting_offsets
+        self.max_rows = opts.max_records_per_batch
+        self.checkpoint = opts.checkpoint
+        self.windows = opts.windows
+        self.layout = opts.layout
+        self.kafka = opts.kafka
+        self.stall_timeout_s = opts.stall_timeout_s
         #: Spark tasks per micro-batch at most (the job passes the default parallelism).
-        self.max_slices = int(opts.get("maxinputpartitions", "4"))
-        #: An echo this far ahead of its Kafka timestamp is ``bad``/``future``, never event time.
-        self.max_skew_us = int(opts.get("maxclockskewus", "300000000"))
+        self.max_slices = opts.max_input_partitions
+        #: An echo this far ahead of its Kafka timestamp is ``bad``/``future``, never event time
+        #: (``max_clock_skew`` is seconds up to here, the µs of the echo fields from here on).
+        self.max_skew_us = round(opts.max_clock_skew * 1_000_000)
         #: Distinct (cluster, topic, partition) series admitted into Spark's state at most.
-        self.max_series = int(opts.get("maxseries", DEFAULT_MAX_SERIES))
+        self.max_series = opts.max_series
 
     def _consumer(self) -> Any:
         return open_consumer(self.bootstrap, self.kafka)

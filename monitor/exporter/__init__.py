@@ -1,13 +1,14 @@
 """Prometheus exporter of closed windows: high nines (sample-size gated), exact max, histograms.
 
-Laid out as prometheus_client is: ``state`` (the latest windows, cumulative counters and
-buckets), ``exposition`` (the text and protobuf formats), ``native`` (HDR buckets re-binned to a
-native histogram), ``server`` (/metrics over HTTP, gzip). Quantiles are
-read from (merged) histograms only; nothing here averages a quantile.
+Laid out as prometheus_client is: ``config`` (the exporter's settings), ``state`` (the latest
+windows, cumulative counters and buckets), ``exposition`` (the text and protobuf formats),
+``native`` (HDR buckets re-binned to a native histogram), ``server`` (/metrics over HTTP, gzip).
+Quantiles are read from (merged) histograms only; nothing here averages a quantile.
 """
 
+from monitor.exporter.config import ExporterConfig
 from monitor.exporter.exposition import CONTENT_TYPE
 from monitor.exporter.server import MetricsServer
 from monitor.exporter.state import DEFAULT_LE, LatencyExporter
 
-__all__ = ["CONTENT_TYPE", "DEFAULT_LE", "LatencyExporter", "MetricsServer"]
+__all__ = ["CONTENT_TYPE", "DEFAULT_LE", "ExporterConfig", "LatencyExporter", "MetricsServer"]

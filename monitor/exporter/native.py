@@ -27,13 +27,10 @@ import numpy.typing as npt
 
 from core.hdr import SparseHistogram
 
-#: The finest native schema, and the default: buckets 2^(1/256) apart (0.271 % wide).
-DEFAULT_SCHEMA: Final = 8
+#: The finest native schema the format allows: buckets 2^(1/256) apart (0.271 % wide).
+MAX_SCHEMA: Final = 8
 #: Coarsest schema the format allows (buckets 2^16 apart).
 MIN_SCHEMA: Final = -4
-#: Buckets a native series may hold before its schema is made coarser (OpenTelemetry's default
-#: exponential-histogram size; Prometheus' ``native_histogram_bucket_limit`` does the same).
-DEFAULT_MAX_BUCKETS: Final = 160
 #: Width of the zero bucket in seconds: client_golang's default, below any nonzero HDR value
 #: (1 µs), so only 0 µs lands in it; nonzero, so an empty histogram still reads as native.
 ZERO_THRESHOLD_S: Final = 2.0**-128
@@ -104,12 +101,10 @@ def representatives_us(hist: SparseHistogram) -> I64:
     return np.minimum(highs, hist.max_us).astype(np.int64)
 
 
-def rebin(
-    hist: SparseHistogram, schema: int = DEFAULT_SCHEMA, max_buckets: int = DEFAULT_MAX_BUCKETS
-) -> NativeBuckets:
+def rebin(hist: SparseHistogram, schema: int, max_buckets: int) -> NativeBuckets:
     """``hist``'s buckets at ``schema``, or the finest coarser schema that fits ``max_buckets``."""
-    if not MIN_SCHEMA <= schema <= DEFAULT_SCHEMA:
-        raise ValueError(f"native schema must be in [{MIN_SCHEMA}, {DEFAULT_SCHEMA}], got {schema}")
+    if not MIN_SCHEMA <= schema <= MAX_SCHEMA:
+        raise ValueError(f"native schema must be in [{MIN_SCHEMA}, {MAX_SCHEMA}], got {schema}")
     reps = representatives_us(hist)
     zero = reps <= 0
     zero_count = int(hist.count[zero].sum())

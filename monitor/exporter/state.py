@@ -7,8 +7,8 @@ says why); a scrape joins them with the families built from the cumulative state
 A gauge of the latest closed window misses a window that closes between two scrapes and is
 followed by another before the next (a backlog after an outage closes many at once: the stall's
 own window among them). So each series also holds a **peak** (``hold``): the largest max, and
-the largest of each quantile, of its windows that arrived in the last ``peak_hold_s``, never
-below the latest's. Every window's values are then exported for ``peak_hold_s``, longer than
+the largest of each quantile, of its windows that arrived in the last ``peak_hold``, never
+below the latest's. Every window's values are then exported for ``peak_hold``, longer than
 any scrape interval (Micrometer's max gauge holds its maximum over a rolling 2 minutes for the
 same reason). Peaks are held for the series alerts and
 headline panels read (``partition="all"``: topics, brokers, the probes' hiccups), not per probe
@@ -32,10 +32,18 @@ from core.echo import BAD_REASONS
 from core.hdr import REPORTED_QUANTILES, SparseHistogram
 from core.sla import BUCKET_BOUNDARIES_S
 from core.webconfig import WebConfig
-from core.windows import ALL_PARTITIONS, KINDS, SeriesKey, WindowHistogram, WindowSpec
+from core.windows import (
+    ALL_PARTITIONS,
+    DEFAULT_WINDOWS,
+    KINDS,
+    SeriesKey,
+    WindowHistogram,
+    WindowSpec,
+)
 from monitor.exporter import exposition
+from monitor.exporter.config import ExporterConfig
 from monitor.exporter.hold import PeakHold, Values, largest
-from monitor.exporter.native import DEFAULT_MAX_BUCKETS, DEFAULT_SCHEMA, rebin
+from monitor.exporter.native import rebin
 from streaming.counters import COUNTER_FIELDS, StreamCounters
 
 if TYPE_CHECKING:
@@ -45,15 +53,8 @@ log = logging.getLogger("nines.exporter")
 
 #: ``le`` boundaries (seconds) of ``nines_latency_classic_seconds`` (the SLA's layout).
 DEFAULT_LE: tuple[float, ...] = BUCKET_BOUNDARIES_S
-#: Distinct (cluster, topic, partition or broker) series the exporter keeps: 10,000 probe
-#: partitions plus their topics' merged series, the brokers' and the probes' own (hiccup) rows,
-#: with 20 % headroom.
-DEFAULT_MAX_SERIES = 12_000
-#: A series that has seen no closed window for this many windows of its resolution leaves /metrics.
-DEFAULT_SERIES_TTL_WINDOWS = 6
-#: Seconds a window's max is held in ``nines_latency_peak_seconds`` after it reached the exporter:
-#: longer than the scrape intervals in use (Prometheus' default is 1m), so no scraper misses it.
-DEFAULT_PEAK_HOLD_S = 120.0
+#: The settings of an exporter built without any (tests, benches): the model's defaults.
+DEFAULT_CONFIG = ExporterConfig()
 #: Scrapers (by address) whose last scrape time is kept, to notice one that comes back later
 #: than the hold; the oldest is forgotten beyond this (an HA pair needs two).
 MAX_SCRAPERS = 64
@@ -116,31 +117,23 @@ class LatencyExporter:
 
     def __init__(
         self,
+        config: ExporterConfig = DEFAULT_CONFIG,
+        windows: WindowSpec = DEFAULT_WINDOWS,
         quantiles: Sequence[float] = REPORTED_QUANTILES,
         le_seconds: Sequence[float] = DEFAULT_LE,
-        finest_resolution: str | None = None,
-        max_series: int = DEFAULT_MAX_SERIES,
-        series_ttl_windows: int = DEFAULT_SERIES_TTL_WINDOWS,
-        partition_histograms: bool = False,
-        peak_hold_s: float = DEFAULT_PEAK_HOLD_S,
         clock: Callable[[], float] = time.monotonic,
-        native_schema: int = DEFAULT_SCHEMA,
-        native_max_buckets: int = DEFAULT_MAX_BUCKETS,
     ) -> None:
-        #: the native histogram's schema while a series fits ``native_max_buckets`` buckets
-        self.native_schema = native_schema
-        self.native_max_buckets = native_max_buckets
-        self.max_series = max_series
-        self.series_ttl_windows = series_ttl_windows
+        #: the settings (``stream:`` section): read where they act, never copied
+        self.config = config
         #: series id (partition and topic series, broker rollups) → resolutions it has a window in
         self._admitted: dict[SeriesId, set[str]] = {}
         self.series_rejected = 0
         self.series_evicted = 0
         self.quantiles = tuple(quantiles)
         self.le_seconds = tuple(le_seconds)
-        self.finest_resolution = finest_resolution
-        #: cumulative histograms per probe partition (True) or per topic, ``partition="all"``
-        self.partition_histograms = partition_histograms
+        #: the stream job's resolutions, parsed once (``StreamConfig.spec``): the finest one's
+        #: windows feed the cumulative histograms and counters
+        self.windows = windows
         self._lock = threading.Lock()
         self._latest: dict[tuple[str, SeriesKey], WindowHistogram] = {}
         self._lines: dict[tuple[str, SeriesKey], exposition.WindowLines] = {}
@@ -171,13 +164,12 @@ class LatencyExporter:
         self._hist = _Histograms()
         self._health: dict[str, float] = {}
         self._batches = 0
-        self.peak_hold_s = peak_hold_s
         self._clock = clock
         #: the held peaks of the ``partition="all"`` series (``hold``)
-        self._peaks: PeakHold[WindowKey] = PeakHold(peak_hold_s)
+        self._peaks: PeakHold[WindowKey] = PeakHold(config.peak_hold)
         #: scraper address → when it last scraped (``scraped``), oldest first
         self._scrapers: OrderedDict[str, float] = OrderedDict()
-        #: scrapes that came more than ``peak_hold_s`` after the same scraper's previous one
+        #: scrapes that came more than ``peak_hold`` after the same scraper's previous one
         self.scrape_gaps = 0
         self._gap_logged: set[str] = set()
 
@@ -186,9 +178,6 @@ class LatencyExporter:
     ) -> None:
         """Take a batch of closed windows (each final) and the batch's counters."""
         with self._lock:
-            if self.finest_resolution is None and windows:
-                names = {w.resolution for w in windows}
-                self.finest_resolution = WindowSpec.from_names(names).finest
             now = self._clock()
             #: series whose peak line may be stale: a held max let go, or an older window's
             #: max held after the latest was rendered
@@ -217,10 +206,10 @@ class LatencyExporter:
                 self._window_end[w.resolution] = max(
                     self._window_end.get(w.resolution, 0), w.window_end_us
                 )
-                if w.resolution == self.finest_resolution and not w.series.broker:
+                if w.resolution == self.windows.finest and not w.series.broker:
                     # broker rollups hold the topic's samples again: never in the histogram
                     merged = w.series.partition == ALL_PARTITIONS
-                    if merged != self.partition_histograms:
+                    if merged != self.config.partition_histograms:
                         self._accumulate(w)
                     if not merged and counters is None:
                         self._derive_counts(w)
@@ -235,7 +224,7 @@ class LatencyExporter:
             self._version += 1
 
     def scraped(self, scraper: str) -> None:
-        """Note a scrape by ``scraper``; one later than ``peak_hold_s`` after its previous one is
+        """Note a scrape by ``scraper``; one later than ``peak_hold`` after its previous one is
         a gap (counted, logged once per scraper): a held peak may have expired unseen in it."""
         with self._lock:
             now = self._clock()
@@ -243,7 +232,7 @@ class LatencyExporter:
             self._scrapers[scraper] = now
             if len(self._scrapers) > MAX_SCRAPERS:
                 self._scrapers.popitem(last=False)
-            if last is not None and now - last > self.peak_hold_s:
+            if last is not None and now - last > self.config.peak_hold:
                 self.scrape_gaps += 1
                 self._version += 1
                 if scraper not in self._gap_logged and len(self._gap_logged) < MAX_SCRAPERS:
@@ -254,7 +243,7 @@ class LatencyExporter:
                         "the stream's peak_hold (nines_scrape_gaps_total counts these)",
                         scraper,
                         now - last,
-                        self.peak_hold_s,
+                        self.config.peak_hold,
                     )
 
     def _render_peaks(self, keys: set[WindowKey]) -> None:
@@ -287,7 +276,7 @@ class LatencyExporter:
         sid = _series_id(w.series)
         resolutions = self._admitted.get(sid)
         if resolutions is None:
-            if len(self._admitted) >= self.max_series:
+            if len(self._admitted) >= self.config.max_series:
                 return False
             resolutions = self._admitted[sid] = set()
         resolutions.add(w.resolution)
@@ -311,7 +300,7 @@ class LatencyExporter:
             key
             for key, w in self._latest.items()
             if self._window_end[key[0]] - w.window_end_us
-            > self.series_ttl_windows * (w.window_end_us - w.window_start_us)
+            > self.config.series_ttl_windows * (w.window_end_us - w.window_start_us)
         ]
         cum = self._hist
         for res, series in stale:
@@ -330,7 +319,7 @@ class LatencyExporter:
                         del self._admitted[sid]
                         if not series.broker:  # counters are per partition, never per broker
                             self._forget_counters(sid[:3])
-            if res == self.finest_resolution:
+            if res == self.windows.finest:
                 self._hist_order = None
                 for store in cum.stores():
                     store.pop(series, None)
@@ -351,7 +340,9 @@ class LatencyExporter:
         cum.pb[s] = exposition.histogram_pb(s, self.le_seconds, buckets, cum.count[s], cum.sum_s[s])
         merged = cum.hdr[s].merge(w.hist) if s in cum.hdr else w.hist
         cum.hdr[s] = merged
-        native = rebin(merged, cum.schema.get(s, self.native_schema), self.native_max_buckets)
+        native = rebin(
+            merged, cum.schema.get(s, self.config.native_schema), self.config.native_max_buckets
+        )
         cum.schema[s] = native.schema
         cum.native_lines[s] = exposition.native_lines(s, cum.count[s], cum.sum_s[s])
         cum.native_pb[s] = exposition.native_pb(s, native, cum.count[s], cum.sum_s[s])
@@ -461,12 +452,12 @@ class LatencyExporter:
                 rest = [
                     *exposition.series_families(
                         len(self._admitted),
-                        self.max_series,
+                        self.config.max_series,
                         self.series_rejected,
                         self.series_evicted,
                     ),
                     *exposition.health_families(self._health, self._batches),
-                    *exposition.scrape_families(self.peak_hold_s, self.scrape_gaps),
+                    *exposition.scrape_families(self.config.peak_hold, self.scrape_gaps),
                 ]
                 cum = self._hist
                 if self._hist_order is None:

@@ -14,15 +14,18 @@ from pathlib import Path
 
 from core.config import ConfigError
 from core.units import parse_duration_s
-from core.windows import WindowHistogram
+from core.windows import WindowHistogram, WindowSpec
 from streaming.archive import ArchiveError, scan_windows
 
 SKIP_HINT = "move it away, or pass --skip-bad to leave it out with a warning"
 
 
 def finest_resolution(archive: Path) -> str:
-    """The finest resolution present in an archive (directories of other names are not ours)."""
-    spans = {}
+    """The finest resolution present in an archive (directories of other names are not ours).
+
+    The archive's resolutions are read as the stream job's ``WindowSpec``, which owns "finest".
+    """
+    names = []
     for d in archive.glob("resolution=*"):
         name = d.name.split("=", 1)[1]
         try:
@@ -30,10 +33,16 @@ def finest_resolution(archive: Path) -> str:
         except ValueError:
             continue
         if d.is_dir() and seconds > 0:
-            spans[name] = seconds
-    if not spans:
+            names.append(name)
+    if not names:
         raise ConfigError(f"archive: no windows under {archive}")
-    return min(spans, key=lambda n: spans[n])
+    try:
+        return WindowSpec.from_names(names).finest
+    except ValueError as exc:
+        raise ConfigError(
+            f"archive: resolutions {','.join(sorted(names))} under {archive}: {exc}; "
+            "choose one with --resolution"
+        ) from None
 
 
 def load_windows(

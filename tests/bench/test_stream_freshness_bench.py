@@ -32,7 +32,7 @@ import pytest
 from kafka_cluster import producer, unique_topic, wait_for
 
 from core.echo import Echo, encode_record
-from streaming.config import StreamConfig
+from monitor.pipeline import PipelineConfig
 
 pytestmark = pytest.mark.bench
 
@@ -244,7 +244,7 @@ def spark(broker: Any) -> Any:
     return spark_session(_config(broker.bootstrap, "unused"))
 
 
-def _config(bootstrap: str, topic: str, **kw: Any) -> StreamConfig:
+def _config(bootstrap: str, topic: str, **kw: Any) -> PipelineConfig:
     base: dict[str, Any] = {
         "bootstrap": bootstrap,
         "echo_topic": topic,
@@ -255,7 +255,7 @@ def _config(bootstrap: str, topic: str, **kw: Any) -> StreamConfig:
         "master": "local[2]",
         "shuffle_partitions": 2,
     }
-    return StreamConfig(**{**base, **kw})
+    return PipelineConfig(**{**base, **kw})
 
 
 def _note_load(result: dict[str, Any]) -> None:

@@ -93,7 +93,7 @@ def test_prometheus_scrapes_the_stream_exporter_over_tls_with_basic_auth(tmp_pat
 
     require_prometheus()
     config, ca = web_config(tmp_path)
-    exporter = LatencyExporter(finest_resolution="10s")
+    exporter = LatencyExporter()
     hist = SparseHistogram.from_values(HdrLayout(), [1_000, 2_000, 7_500])
     exporter.update(
         [WindowHistogram("10s", 0, 10_000_000, SeriesKey("tls", "t", "0", "e2e"), hist)]

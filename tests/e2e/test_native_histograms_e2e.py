@@ -99,7 +99,7 @@ def probe_snapshot() -> dict[str, Any]:
 def test_prometheus_reads_every_sample_and_the_native_histogram(tmp_path: Path) -> None:
     require_prometheus()
     windows = stall_windows()
-    exp = LatencyExporter(finest_resolution="10s")
+    exp = LatencyExporter()
     exp.update(with_rollups(windows))
     exp.set_pipeline_health(0.5, 1000.0, 3.0, 42, 1_800_000_000.0)
     stream = exp.serve("127.0.0.1", 0)

@@ -173,11 +173,11 @@ def listed() -> Iterator[Case]:
 def section_models() -> dict[str, type[Any]]:
     """Each YAML section and the model that validates it (every stage reading the file)."""
     from core.config import SECTIONS
+    from monitor.pipeline import PipelineConfig
     from probes.config import ProbeConfig
-    from streaming.config import StreamConfig
     from testbroker.config import BrokerConfig
 
-    models = {"probe": ProbeConfig, "stream": StreamConfig, "broker": BrokerConfig}
+    models = {"probe": ProbeConfig, "stream": PipelineConfig, "broker": BrokerConfig}
     assert set(models) == set(SECTIONS), "a section without a model here: add it"
     return models
 

@@ -8,8 +8,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pytest
 
-from monitor.pipeline import StreamPipeline
-from streaming.config import StreamConfig
+from monitor.pipeline import PipelineConfig, StreamPipeline
 from streaming.wire import encode
 
 
@@ -35,7 +34,7 @@ def batch(end_s: int) -> object:
 
 def test_the_pipeline_serves_what_the_job_hands_out(monkeypatch: pytest.MonkeyPatch) -> None:
     pipeline = StreamPipeline(
-        StreamConfig.model_validate(
+        PipelineConfig.model_validate(
             {
                 "bootstrap": "x:1",
                 "windows": "10s,1m",
@@ -45,8 +44,8 @@ def test_the_pipeline_serves_what_the_job_hands_out(monkeypatch: pytest.MonkeyPa
         )
     )
     assert pipeline.job.sink is pipeline.exporter
-    assert pipeline.exporter.partition_histograms
-    assert pipeline.exporter.finest_resolution == "10s"
+    assert pipeline.exporter.config.partition_histograms
+    assert pipeline.exporter.windows.finest == "10s"
     monkeypatch.setattr(pipeline.job, "start", lambda: pipeline.job)  # no Spark in a unit test
     pipeline.start()
     try:
@@ -65,7 +64,7 @@ def test_the_pipeline_serves_what_the_job_hands_out(monkeypatch: pytest.MonkeyPa
 
 
 def test_a_failed_start_closes_the_metrics_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    pipeline = StreamPipeline(StreamConfig(bootstrap="x:1", metrics_port=0))
+    pipeline = StreamPipeline(PipelineConfig(bootstrap="x:1", metrics_port=0))
 
     def fail() -> None:
         raise RuntimeError("no Spark")

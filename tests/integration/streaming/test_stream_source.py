@@ -20,8 +20,10 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from core.echo import Echo, encode_record
 from core.windows import WindowSpec
+from streaming.config import StreamConfig
 from streaming.gaps import KafkaRange
 from streaming.offset_log import batch_watermark_us
+from streaming.options import STALL_TIMEOUT_S, encode_options
 from streaming.source import KafkaEchoReader, KafkaSlice, slices
 
 T0 = 1_700_000_000_000_000 - 1_700_000_000_000_000 % 60_000_000  # in the past: see max_clock_skew
@@ -37,15 +39,17 @@ def echo(seq: int, intended_us: int, partition: int = 0, pad: int = 0) -> bytes:
     return raw[:-1] + f',"pad":"{"x" * pad}"}}'.encode() if pad else raw
 
 
-def reader(bootstrap: str, topic: str, **options: str) -> KafkaEchoReader:
-    return KafkaEchoReader(
-        {
-            "bootstrap": bootstrap,
-            "topic": topic,
-            "windows": WindowSpec((FINEST_US // 1_000_000, 60)).to_option(),
-            **options,
-        }
-    )
+def reader(
+    bootstrap: str,
+    topic: str,
+    max_input_partitions: int = 4,
+    stall_timeout_s: float = STALL_TIMEOUT_S,
+    **settings: Any,
+) -> KafkaEchoReader:
+    """A reader on the options the job would give it for these ``stream:`` settings."""
+    windows = WindowSpec((FINEST_US // 1_000_000, 60)).names
+    config = StreamConfig(bootstrap=bootstrap, echo_topic=topic, windows=windows, **settings)
+    return KafkaEchoReader(encode_options(config, None, max_input_partitions, stall_timeout_s))
 
 
 def read_all(r: KafkaEchoReader, part: KafkaSlice) -> pa.Table:
@@ -64,8 +68,8 @@ def test_offsets_and_read_limits(broker: Any) -> None:
     for i in range(90):
         p.produce(topic, echo(i, T0 + i), partition=i % 3)
     p.flush()
-    earliest = reader(broker.bootstrap, topic, startingOffsets="earliest")
-    latest = reader(broker.bootstrap, topic, maxRecordsPerBatch="20")
+    earliest = reader(broker.bootstrap, topic, starting_offsets="earliest")
+    latest = reader(broker.bootstrap, topic, max_records_per_batch=20)
     try:
         assert earliest.initialOffset() == {"0": 0, "1": 0, "2": 0}
         assert latest.initialOffset() == {"0": 30, "1": 30, "2": 30}
@@ -84,7 +88,7 @@ def test_offsets_and_read_limits(broker: Any) -> None:
         assert rows["event_us"].to_pylist() == rows["intended_us"].to_pylist()
         assert rows["n"].to_pylist() == [1] * 5
         # one slice reads several partitions through one consumer, each to its own end
-        (both,) = reader(broker.bootstrap, topic, maxInputPartitions="1").partitions(
+        (both,) = reader(broker.bootstrap, topic, max_input_partitions=1).partitions(
             start, {"0": 12, "1": 30, "2": 7}
         )
         rows = read_all(earliest, both)
@@ -116,7 +120,7 @@ def test_batches_end_at_the_last_record_not_at_list_offsets(any_broker: Any) -> 
         assert p.flush(10) == 0
 
     batch(range(0, 5))  # offsets 0..4; partition 1 stays empty
-    r = reader(broker.bootstrap, topic, startingOffsets="earliest")
+    r = reader(broker.bootstrap, topic, starting_offsets="earliest")
     latest = reader(broker.bootstrap, topic)
     try:
         assert latest.initialOffset() == {"0": 5, "1": 0}
@@ -228,7 +232,7 @@ def test_records_that_never_come_fail_the_batch_instead_of_vanishing(broker: Any
     for i in range(3):
         p.produce(topic, echo(i, T0 + i), partition=0)
     p.flush()
-    r = reader(broker.bootstrap, topic, stallTimeoutS="3")
+    r = reader(broker.bootstrap, topic, stall_timeout_s=3)
     got: list[str] = []
     with pytest.raises(RuntimeError, match="no records"):
         for batch in r.marked_rows(one(0, 8, 0)):
@@ -260,7 +264,7 @@ def test_read_hands_spark_the_combined_partials_of_the_marked_rows(broker: Any) 
         p.produce(topic, echo(i, T0 + i * 1_000_000), partition=0)
     p.produce(topic, b"{not json", partition=0)
     p.flush()
-    r = reader(broker.bootstrap, topic, startingOffsets="earliest")
+    r = reader(broker.bootstrap, topic, starting_offsets="earliest")
     try:
         part = one(0, 41, T0 + FINEST_US)  # the first 10 s window has closed: 10 late echoes
         partials = pa.Table.from_batches(list(r.read(part)), schema=PARTIAL_SCHEMA)

@@ -29,6 +29,7 @@ from core.echo import Echo, decode_record
 from core.echo_v2 import decode_batch
 from streaming.config import StreamConfig
 from streaming.gaps import KafkaRange
+from streaming.options import encode_options
 from streaming.source import KafkaEchoReader, KafkaSlice
 
 T0 = 1_800_000_000_000_000
@@ -70,8 +71,7 @@ def test_timed_consumer_times_consume_and_passes_the_rest_through() -> None:
 
 
 def _reader(cls: type[KafkaEchoReader], marked: list[pa.RecordBatch]) -> KafkaEchoReader:
-    spec = StreamConfig(bootstrap="x:1").spec
-    reader = cls({"bootstrap": "x:1", "topic": "t", "windows": spec.to_option()})
+    reader = cls(encode_options(StreamConfig(bootstrap="x:1", echo_topic="t"), None, 4))
     reader.marked_rows = lambda partition: iter(marked)  # type: ignore[method-assign]
     return reader
 

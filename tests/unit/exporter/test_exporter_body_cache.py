@@ -35,7 +35,7 @@ def max_line(body: bytes, partition: str = "0") -> str:
 
 
 def test_an_unchanged_body_is_the_same_object_and_every_change_renders_anew() -> None:
-    exp = LatencyExporter(finest_resolution="10s")
+    exp = LatencyExporter()
     exp.update([window(5_000)])
     first = exp.exposition()
     assert exp.exposition() is first
@@ -52,7 +52,7 @@ def test_an_unchanged_body_is_the_same_object_and_every_change_renders_anew() ->
 def test_a_micro_batch_goes_on_while_a_scrape_joins_its_body(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    exp = LatencyExporter(finest_resolution="10s")
+    exp = LatencyExporter()
     exp.update([window(5_000, partition=str(p)) for p in range(50)])
     joining, release = threading.Event(), threading.Event()
     real = exposition.body

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram, with_rollups
-from monitor.exporter import LatencyExporter
+from monitor.exporter import ExporterConfig, LatencyExporter
 
 LAYOUT = HdrLayout()
 
@@ -35,7 +35,7 @@ def samples(body: bytes) -> dict[str, list]:  # type: ignore[type-arg]
 
 
 def test_broker_families_beside_unchanged_partition_series() -> None:
-    exp = LatencyExporter(finest_resolution="10s")
+    exp = LatencyExporter()
     exp.update(
         with_rollups(
             [
@@ -74,7 +74,7 @@ def test_broker_families_beside_unchanged_partition_series() -> None:
 
 
 def test_broker_series_count_against_the_cap_and_leave_after_the_ttl() -> None:
-    exp = LatencyExporter(finest_resolution="10s", max_series=4, series_ttl_windows=2)
+    exp = LatencyExporter(ExporterConfig(max_series=4, series_ttl_windows=2))
     exp.update(with_rollups([cell("0", "1", [1_000]), cell("1", "2", [1_000])]))
     body = exp.exposition().decode()
     # partitions 0 and 1 and the topic came first; of the brokers only one fits

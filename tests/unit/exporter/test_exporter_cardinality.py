@@ -6,7 +6,7 @@ import re
 
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram
-from monitor.exporter import LatencyExporter
+from monitor.exporter import ExporterConfig, LatencyExporter
 
 HIST = SparseHistogram.from_values(HdrLayout(), [1_000, 2_000])
 
@@ -28,7 +28,7 @@ def partitions_exported(body: str) -> set[str]:
 
 
 def test_new_series_beyond_the_cap_are_counted_not_exported() -> None:
-    exp = LatencyExporter(finest_resolution="10s", max_series=3)
+    exp = LatencyExporter(ExporterConfig(max_series=3))
     exp.update([window(str(p), 10) for p in range(5)])
     body = exp.exposition().decode()
     assert partitions_exported(body) == {"0", "1", "2"}
@@ -43,7 +43,7 @@ def test_new_series_beyond_the_cap_are_counted_not_exported() -> None:
 
 
 def test_a_series_without_windows_leaves_metrics_and_frees_its_place() -> None:
-    exp = LatencyExporter(finest_resolution="10s", max_series=2, series_ttl_windows=3)
+    exp = LatencyExporter(ExporterConfig(max_series=2, series_ttl_windows=3))
     exp.update([window("gone", 10), window("live", 10)])
     for end in (20, 30, 40):  # "gone" is 3 windows behind: still within the TTL
         exp.update([window("live", end)])

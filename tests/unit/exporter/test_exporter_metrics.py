@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from core.echo import BAD_REASONS
 from core.hdr import HdrLayout, SparseHistogram, rank_for_quantile
 from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
-from monitor.exporter import DEFAULT_LE, LatencyExporter
+from monitor.exporter import DEFAULT_LE, ExporterConfig, LatencyExporter
 
 LAYOUT = HdrLayout()
 
@@ -70,7 +70,7 @@ def test_quantiles_are_gated_by_sample_size_and_max_is_exact() -> None:
 
 
 def test_histogram_is_cumulative_over_finest_windows_only() -> None:
-    exp = LatencyExporter(partition_histograms=True)
+    exp = LatencyExporter(ExporterConfig(partition_histograms=True))
     a = [100, 2_000, 60_000, 3_000_000]
     b = [150, 40_000]
     ws = with_topic_rollups([window(a), window(b, partition="1")])
@@ -152,7 +152,7 @@ def test_every_stream_counter_is_exported_cumulatively() -> None:
 def test_prerendered_lines_parse_back_escape_and_follow_the_latest_window() -> None:
     import gzip
 
-    exp = LatencyExporter(partition_histograms=True)
+    exp = LatencyExporter(ExporterConfig(partition_histograms=True))
     odd = 'we"ird\\topic\nx'
     w = WindowHistogram(
         "10s", 0, 10_000_000, SeriesKey("c", odd, "0", "e2e"),
@@ -207,7 +207,7 @@ def test_exposition_is_what_prometheus_client_would_write() -> None:
             (5000, "0", "10s", "e2e"), (120, "1", "10s", "e2e"), (50, "0", "1m", "publish"),
         )
     ]  # fmt: skip
-    exp = LatencyExporter(partition_histograms=True)
+    exp = LatencyExporter(ExporterConfig(partition_histograms=True))
     exp.update(windows)
     labels = ["cluster", "topic", "partition", "kind", "window"]
     q = GaugeMetricFamily("nines_latency_seconds", "x", labels=[*labels, "q"])

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram, with_rollups
-from monitor.exporter import LatencyExporter
+from monitor.exporter import ExporterConfig, LatencyExporter
 
 LAYOUT = HdrLayout()
 S = 1_000_000
@@ -58,7 +58,7 @@ def close_to(value: float, expected_s: float) -> bool:
 
 
 def test_a_burst_of_windows_keeps_the_stalls_max_on_the_peak() -> None:
-    exp = LatencyExporter(finest_resolution="10s", clock=Clock())
+    exp = LatencyExporter(clock=Clock())
     # a backlog: the stall's window (6 s) and two healthy ones close in one micro-batch
     exp.update([window(10, 0.01), window(20, 6.0), window(30, 0.02), window(40, 0.01)])
     peak, latest = peak_and_max(exp)
@@ -68,7 +68,7 @@ def test_a_burst_of_windows_keeps_the_stalls_max_on_the_peak() -> None:
 
 def test_the_peak_is_held_for_peak_hold_then_falls_to_the_next_held_max() -> None:
     clock = Clock()
-    exp = LatencyExporter(finest_resolution="10s", peak_hold_s=120, clock=clock)
+    exp = LatencyExporter(ExporterConfig(peak_hold=120), clock=clock)
     exp.update([window(10, 6.0)])
     clock.now += 60
     exp.update([window(20, 3.0)])
@@ -85,14 +85,14 @@ def test_the_peak_is_held_for_peak_hold_then_falls_to_the_next_held_max() -> Non
 
 
 def test_an_older_window_arriving_after_the_latest_raises_the_peak_only() -> None:
-    exp = LatencyExporter(finest_resolution="10s", clock=Clock())
+    exp = LatencyExporter(clock=Clock())
     exp.update([window(40, 0.5), window(30, 4.0)])  # the newest first, as a batch may order
     peak, latest = peak_and_max(exp)
     assert close_to(latest, 0.5) and close_to(peak, 4.0)
 
 
 def test_peaks_for_topic_broker_and_hiccup_series_not_per_partition() -> None:
-    exp = LatencyExporter(finest_resolution="10s", clock=Clock())
+    exp = LatencyExporter(clock=Clock())
     cells = [window(10, 2.0, partition="0", broker="1"), window(10, 0.1, partition="1", broker="2")]
     hiccup = WindowHistogram(
         "10s", 0, 10 * S, SeriesKey("c", "probe", ALL_PARTITIONS, "hiccup"),
@@ -114,7 +114,7 @@ def test_peaks_for_topic_broker_and_hiccup_series_not_per_partition() -> None:
 
 def test_held_maxima_stay_bounded_by_the_batches_within_the_hold() -> None:
     clock = Clock()
-    exp = LatencyExporter(finest_resolution="10s", peak_hold_s=10, clock=clock)
+    exp = LatencyExporter(ExporterConfig(peak_hold=10), clock=clock)
     for i in range(2_000):  # strictly falling maxima: none dominates another, all are held
         exp.update([window(10 * (i + 1), 100.0 - i * 0.04)])
         clock.now += 1
@@ -129,7 +129,7 @@ def test_held_maxima_stay_bounded_by_the_batches_within_the_hold() -> None:
 
 
 def test_a_series_that_leaves_takes_its_peak_along() -> None:
-    exp = LatencyExporter(finest_resolution="10s", series_ttl_windows=2, clock=Clock())
+    exp = LatencyExporter(ExporterConfig(series_ttl_windows=2), clock=Clock())
     gone = WindowHistogram(
         "10s", 0, 10 * S, SeriesKey("c", "gone", ALL_PARTITIONS, "e2e"),
         SparseHistogram.from_values(LAYOUT, [5 * S]), 0,
@@ -144,7 +144,7 @@ def test_a_scraper_slower_than_the_hold_is_counted_and_warned_once(caplog) -> No
     import urllib.request
 
     clock = Clock()
-    exp = LatencyExporter(finest_resolution="10s", peak_hold_s=120, clock=clock)
+    exp = LatencyExporter(ExporterConfig(peak_hold=120), clock=clock)
     server = exp.serve(port=0)
     try:
 
@@ -174,7 +174,7 @@ def test_scrapers_kept_are_bounded() -> None:
     from monitor.exporter.state import MAX_SCRAPERS
 
     clock = Clock()
-    exp = LatencyExporter(finest_resolution="10s", clock=clock)
+    exp = LatencyExporter(clock=clock)
     for i in range(10 * MAX_SCRAPERS):
         exp.scraped(f"10.0.{i // 256}.{i % 256}")
     assert len(exp._scrapers) == MAX_SCRAPERS
@@ -193,7 +193,7 @@ def sized_window(end_s: int, base_us: int, slow_us: int, n: int = 2_000):  # typ
 
 
 def test_a_burst_keeps_the_worst_windows_quantiles_each_from_its_own_histogram() -> None:
-    exp = LatencyExporter(finest_resolution="10s", clock=Clock())
+    exp = LatencyExporter(clock=Clock())
     exp.update([sized_window(10, 1_000, 900_000), sized_window(20, 1_000, 2_000)])
     body = exp.exposition().decode()
     by_quantile = {}

@@ -18,7 +18,7 @@ from core.hdr import HdrLayout, SparseHistogram
 from core.sla import BUCKET_BOUNDARIES_S, load_sla, parse_sla
 from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
 from monitor.alerts.rules import render_rules
-from monitor.exporter import LatencyExporter
+from monitor.exporter import ExporterConfig, LatencyExporter
 from monitor.exporter.server import GZIP_LEVEL
 
 ROOT = Path(__file__).parents[3]
@@ -67,7 +67,10 @@ def histogram_samples(exp: LatencyExporter) -> dict[tuple[str, ...], float]:
 
 def test_histograms_are_per_topic_by_default_and_sum_the_partitions() -> None:
     ws = windows(8) + windows(8, seed=1)  # two batches of the same windows: cumulative
-    per_topic, per_partition = LatencyExporter(), LatencyExporter(partition_histograms=True)
+    per_topic, per_partition = (
+        LatencyExporter(),
+        LatencyExporter(ExporterConfig(partition_histograms=True)),
+    )
     for exp in (per_topic, per_partition):
         exp.update(ws[: len(ws) // 2])
         exp.update(ws[len(ws) // 2 :])
@@ -120,7 +123,7 @@ def test_every_le_a_rule_or_panel_queries_is_exported() -> None:
 def test_scrape_bytes_per_series_are_bounded() -> None:
     """At 100 msgs/s per partition (the probe's default) and three resolutions."""
     partitions = 120
-    exp = LatencyExporter(max_series=partitions + 4)
+    exp = LatencyExporter(ExporterConfig(max_series=partitions + 4))
     for seed, (res, span_s) in enumerate((("10s", 10), ("1m", 60), ("1h", 3600))):
         exp.update(windows(partitions, res, span_s, seed=seed))
     body = exp.exposition()
@@ -151,7 +154,7 @@ def test_hand_written_counters_are_what_prometheus_client_would_write() -> None:
 
 def test_partition_histograms_is_a_validated_stream_key() -> None:
     from core.config import build
-    from streaming.config import StreamConfig
+    from monitor.pipeline import PipelineConfig as StreamConfig  # the `stream:` section
 
     assert build(StreamConfig, {"bootstrap": "x:1"}).partition_histograms is False
     assert build(

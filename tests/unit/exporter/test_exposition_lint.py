@@ -35,7 +35,7 @@ def _cell(partition: str, broker: str, kind: str, values: list[int]) -> WindowHi
 
 
 def test_the_stream_exporters_metrics_pass_promtool() -> None:
-    exp = LatencyExporter(finest_resolution="10s")
+    exp = LatencyExporter()
     exp.update(
         with_rollups(
             [

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.hdr import HdrLayout, SparseHistogram
+from monitor.exporter.config import ExporterConfig
 from monitor.exporter.native import (
-    DEFAULT_MAX_BUCKETS,
-    DEFAULT_SCHEMA,
+    MAX_SCHEMA,
     MIN_SCHEMA,
     NativeBuckets,
     bucket_width,
@@ -22,7 +22,7 @@ from monitor.exporter.native import (
 
 LAYOUT = HdrLayout()
 values_us = st.lists(st.integers(0, 3_600_000_000), min_size=1, max_size=300)
-schemas = st.integers(MIN_SCHEMA, DEFAULT_SCHEMA)
+schemas = st.integers(MIN_SCHEMA, MAX_SCHEMA)
 
 
 def native_quantile(b: NativeBuckets, q: float) -> float:
@@ -73,7 +73,7 @@ def test_counts_are_kept_in_order_and_the_limit_holds(
 
 
 @settings(max_examples=40, deadline=None)
-@given(values_us, st.integers(MIN_SCHEMA + 1, DEFAULT_SCHEMA))
+@given(values_us, st.integers(MIN_SCHEMA + 1, MAX_SCHEMA))
 def test_a_coarser_schema_is_the_finer_one_with_bucket_pairs_merged(
     values: list[int], schema: int
 ) -> None:
@@ -117,8 +117,8 @@ def test_rebinning_error_against_exact_quantiles_is_within_the_stated_tolerance(
     for data in datasets.values():
         v = np.maximum(data.astype(np.int64), 1)
         h = SparseHistogram.from_values(LAYOUT, v)
-        b = rebin(h, DEFAULT_SCHEMA, 10**9)
-        assert b.schema == DEFAULT_SCHEMA
+        b = rebin(h, MAX_SCHEMA, 10**9)
+        assert b.schema == MAX_SCHEMA
         srt = np.sort(v)
         for q in (0.5, 0.9, 0.99, 0.999, 0.9999):
             exact = srt[math.ceil(q * v.size) - 1] / 1e6
@@ -134,9 +134,10 @@ def test_rebinning_error_against_exact_quantiles_is_within_the_stated_tolerance(
 def test_the_default_limit_degrades_a_wide_distribution() -> None:
     rng = np.random.default_rng(1)
     h = SparseHistogram.from_values(LAYOUT, rng.lognormal(math.log(5_000), 1.5, 50_000).astype(int))
-    b = rebin(h)
-    assert b.index.size <= DEFAULT_MAX_BUCKETS < rebin(h, DEFAULT_SCHEMA, 10**9).index.size
-    assert b.schema < DEFAULT_SCHEMA
+    default = ExporterConfig()
+    b = rebin(h, default.native_schema, default.native_max_buckets)
+    assert b.index.size <= default.native_max_buckets < rebin(h, MAX_SCHEMA, 10**9).index.size
+    assert b.schema < MAX_SCHEMA
 
 
 def test_spans_and_deltas_describe_the_buckets() -> None:
@@ -147,6 +148,6 @@ def test_spans_and_deltas_describe_the_buckets() -> None:
 
 
 def test_only_zeros_fill_the_zero_bucket_and_no_span() -> None:
-    b = rebin(SparseHistogram.from_values(LAYOUT, [0, 0, 0]))
+    b = rebin(SparseHistogram.from_values(LAYOUT, [0, 0, 0]), MAX_SCHEMA, 160)
     assert (b.zero_count, b.index.size) == (3, 0)
     assert b.spans_and_deltas() == ([], [])

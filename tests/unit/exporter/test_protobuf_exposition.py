@@ -51,7 +51,7 @@ def cell(partition: str, broker: str, kind: str, values: np.ndarray, end_s: int 
 def exporter(sent: list[WindowHistogram] | None = None) -> LatencyExporter:
     """An exporter fed two batches of partition windows (``sent`` gets them) with rollups."""
     rng = np.random.default_rng(5)
-    exp = LatencyExporter(finest_resolution="10s")
+    exp = LatencyExporter()
     for end_s in (10, 20):
         cells = [
             cell(p, b, kind, rng.lognormal(8, 1, 3_000).astype(int), end_s)
@@ -89,7 +89,7 @@ def test_the_native_histogram_is_the_merged_hdr_rebinned() -> None:
         merged = mine[0]
         for other in mine[1:]:
             merged = merged.merge(other)
-        expected = rebin(merged)
+        expected = rebin(merged, exp.config.native_schema, exp.config.native_max_buckets)
         assert h["schema"] == expected.schema
         assert h.get("zero_count", 0) == expected.zero_count and h["zero_threshold"] > 0
         assert native_buckets(h) == dict(
@@ -212,7 +212,7 @@ def test_prometheus_client_histograms_and_untyped_families_encode() -> None:
 
 def test_a_series_of_zeros_only_is_a_native_histogram_of_its_zero_bucket() -> None:
     """A hiccup series can be all 0 µs: only the zero bucket, and the no-op span."""
-    exp = LatencyExporter(finest_resolution="10s")
+    exp = LatencyExporter()
     zeros = SparseHistogram.from_values(LAYOUT, [0] * 5)
     exp.update([WindowHistogram("10s", 0, 10_000_000, SeriesKey("c", "", "all", "hiccup"), zeros)])
     (fam,) = [f for f in families(exp.exposition_protobuf()) if f["name"] == NATIVE]

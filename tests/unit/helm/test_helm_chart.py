@@ -111,8 +111,8 @@ def test_config_maps_hold_valid_nines_config(
     scenario: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from core.config import build
+    from monitor.pipeline import PipelineConfig as StreamConfig  # the `stream:` section
     from probes.config import ProbeConfig
-    from streaming.config import StreamConfig
 
     values = values_of(scenario)
     # what the pods' secretEnv would set (a URL where the config reads a bootstrap from it)
@@ -779,7 +779,7 @@ def test_every_empty_dir_has_a_size_limit(scenario: Path) -> None:
 
 def test_stream_settings_reach_the_job_and_defaults_match_the_code(tmp_path: Path) -> None:
     from core.config import build
-    from streaming.config import StreamConfig
+    from monitor.pipeline import PipelineConfig as StreamConfig  # the `stream:` section
 
     def stream_config(values_file: Path) -> StreamConfig:
         cm = next(d for d in render(values_file) if d["metadata"]["name"].endswith("-stream"))
@@ -929,8 +929,8 @@ def test_web_config_reaches_both_metrics_servers(
     scenario: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from core.config import build
+    from monitor.pipeline import PipelineConfig as StreamConfig  # the `stream:` section
     from probes.config import ProbeConfig
-    from streaming.config import StreamConfig
 
     monkeypatch.setenv("NATS_URL", "nats://t0ken@nats.example:4222")
     values = values_of(scenario)

@@ -8,12 +8,13 @@ import numpy as np
 import pyarrow as pa
 
 from core.hdr import HdrLayout, SparseHistogram
-from core.windows import SeriesKey, merge_all, with_rollups, with_topic_rollups
+from core.windows import SeriesKey, WindowSpec, merge_all, with_rollups, with_topic_rollups
 from streaming.closed import closed_windows
 from streaming.wire import encode
 
 LAYOUT = HdrLayout()
-RES = {"10s": 10_000_000, "1m": 60_000_000}
+SPEC = WindowSpec.from_names("10s,1m")
+RES = SPEC.resolutions_us
 T0 = 1_800_000_000_000_000 - 1_800_000_000_000_000 % 60_000_000
 SCHEMA = pa.schema(
     [
@@ -85,7 +86,7 @@ def test_histograms_counters_and_merges_are_exact() -> None:
     rows += [stat("stat:late", 4), stat("stat:bad:not_json", 2), stat("stat:bad:order", 1)]
     rows += [stat("stat:data_loss", 17, partition="1", topic="nines.echoes")]
     rows += [stat("stat:system:nats", 9, partition=""), stat("stat:system:nats", 3, partition="")]
-    windows, counters = closed_windows(pa.Table.from_pylist(rows, SCHEMA), LAYOUT, RES)
+    windows, counters = closed_windows(pa.Table.from_pylist(rows, SCHEMA), LAYOUT, SPEC)
 
     assert counters.late == {("c", "t", "0"): 4}
     assert counters.bad == {"not_json": 2, "order": 1}
@@ -121,7 +122,7 @@ def test_histograms_counters_and_merges_are_exact() -> None:
 
 
 def test_empty_batch() -> None:
-    windows, counters = closed_windows(SCHEMA.empty_table(), LAYOUT, RES)
+    windows, counters = closed_windows(SCHEMA.empty_table(), LAYOUT, SPEC)
     assert windows == [] and not counters.echoes and not counters.bad
 
 
@@ -130,7 +131,7 @@ def test_overflow_adds_up_over_several_windows_of_one_series_in_one_batch() -> N
     samples = [(T0 + 1, "1", 7_200_000_000, False), (T0 + 10_000_001, "1", 7_300_000_000, False)]
     samples += [(T0 + 20_000_001, "1", 7_400_000_000, False), (T0 + 5, "1", 900, False)]
     windows, counters = closed_windows(
-        pa.Table.from_pylist(aggregate(samples), SCHEMA), LAYOUT, RES
+        pa.Table.from_pylist(aggregate(samples), SCHEMA), LAYOUT, SPEC
     )
     assert len({w.window_start_us for w in windows if w.resolution == "10s"}) == 3
     assert counters.overflow == {next(iter(counters.overflow)): 3}
@@ -150,9 +151,9 @@ def test_rows_with_leaders_become_cells_that_roll_up_to_the_same_partition_serie
     for b in "123":
         mine = [s for s in samples if leader(s[0], s[1]) == b]
         with_broker += [{**r, "broker": b} for r in aggregate(mine)]
-    plain, _ = closed_windows(pa.Table.from_pylist(aggregate(samples), SCHEMA), LAYOUT, RES)
+    plain, _ = closed_windows(pa.Table.from_pylist(aggregate(samples), SCHEMA), LAYOUT, SPEC)
     table = pa.Table.from_pylist(with_broker, SCHEMA.append(pa.field("broker", pa.string())))
-    cells, counters = closed_windows(table, LAYOUT, RES)
+    cells, counters = closed_windows(table, LAYOUT, SPEC)
 
     assert all(w.series.is_cell for w in cells)
     assert {w.series.broker for w in cells if w.series.partition == "0"} == {"1", "3"}

@@ -11,7 +11,9 @@ from core.echo import Echo, Hiccup, encode_record
 from core.windows import WindowSpec
 from streaming import admission
 from streaming.admission import SERIES_CAP, TaskAdmission, plan, quotas
+from streaming.config import StreamConfig
 from streaming.marks import SOURCE_SCHEMA, mark_late
+from streaming.options import encode_options
 from streaming.parse import parse_values
 from streaming.source import KafkaEchoReader
 
@@ -108,16 +110,8 @@ def test_rows_without_a_series_are_never_refused(tmp_path: Path) -> None:
 def test_the_source_stamps_each_slice_with_the_batch_plan(tmp_path: Path) -> None:
     (tmp_path / "offsets").mkdir()
     (tmp_path / "offsets" / "4").write_text('v1\n{"batchWatermarkMs":0}\n{"0":0}\n')
-    reader = KafkaEchoReader(
-        {
-            "bootstrap": "x:1",
-            "topic": "t",
-            "windows": WindowSpec.from_names("10s").to_option(),
-            "checkpoint": str(tmp_path),
-            "maxSeries": "5",
-            "maxInputPartitions": "2",
-        }
-    )
+    config = StreamConfig(bootstrap="x:1", echo_topic="t", windows="10s", max_series=5)
+    reader = KafkaEchoReader(encode_options(config, str(tmp_path), max_input_partitions=2))
     parts = reader.partitions({"0": 0, "1": 0, "2": 5}, {"0": 10, "1": 10, "2": 5})
     assert len(parts) == 2
     for part in parts:
