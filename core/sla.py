@@ -17,7 +17,7 @@ from core.config import ConfigError, StageConfig, build
 from core.config_io import load_yaml
 from core.hdr import REPORTED_QUANTILES
 from core.units import format_duration, parse_duration_s
-from core.windows import DEFAULT_WINDOWS
+from core.windows import DEFAULT_WINDOWS, WindowSpec
 
 #: ``le`` boundaries (seconds) of ``nines_latency_classic_seconds``: 1-2.5-5 steps, 100 µs to
 #: 1 h. The SLA owns them (burn-rate thresholds must be one of them); the exporter renders them.
@@ -197,12 +197,14 @@ class SlaConfig(StageConfig):
     def _windows(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if not value:
             raise ValueError("list at least one resolution")
-        return tuple(format_duration(_positive_seconds(w)) for w in value)
+        for w in value:
+            _positive_seconds(w)
+        return WindowSpec.from_names(value).names  # the stream job's own rules, finest first
 
     @property
     def finest_window(self) -> str:
         """The shortest exported resolution, used for the hiccup guard on burn-rate alerts."""
-        return min(self.windows, key=parse_duration_s)
+        return WindowSpec.from_names(self.windows).finest
 
 
 def parse_sla(document: dict[str, Any]) -> SlaConfig:
