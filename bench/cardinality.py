@@ -128,6 +128,12 @@ def measure(
             plain_runs.append(_scrape(server.port, False))
             exporter.update(batches[0])
             pb_runs.append(_scrape(server.port, True, protobuf=True))
+        # at Prometheus' default 1m interval a scrape follows a minute's windows too
+        minute = []
+        for protobuf in (False, True):
+            exporter.update(batches[0])
+            exporter.update(batches[1])
+            minute.append(_scrape(server.port, True, protobuf=protobuf))
         # the costliest scrape: right after every resolution's windows closed (once an hour)
         for batch in batches:
             exporter.update(batch)
@@ -163,6 +169,8 @@ def measure(
         "scrape_pb_gzip_s": _median([t for t, _, _ in pb_runs]),
         "scrape_pb_gzip_cpu_s": _median([c for _, c, _ in pb_runs]),
         "scrape_pb_gzip_mb": pb_runs[-1][2] / 1e6,
+        "scrape_minute_cpu_s": minute[0][1],
+        "scrape_pb_minute_cpu_s": minute[1][1],
         "scrape_all_changed_cpu_s": all_text[1],
         "scrape_pb_all_changed_cpu_s": all_pb[1],
         "scrapes": scrapes,

@@ -1012,10 +1012,15 @@ def scrape_section(after: Json, before: Json | None) -> str:
             f"{r['body_pb_mb']:.1f} MB",
             f"{r['scrape_pb_gzip_mb']:.2f} MB",
             f"{r['scrape_pb_gzip_cpu_s']:.2f} s ({r['scrape_pb_gzip_s']:.2f} s)",
-            f"{r['scrape_pb_all_changed_cpu_s']:.2f} s"
-            if "scrape_pb_all_changed_cpu_s" in r
-            else "",
-            f"{r['scrape_all_changed_cpu_s']:.2f} s" if "scrape_all_changed_cpu_s" in r else "",
+            *(
+                f"{r[key]:.2f} s" if key in r else ""
+                for key in (
+                    "scrape_pb_minute_cpu_s",
+                    "scrape_minute_cpu_s",
+                    "scrape_pb_all_changed_cpu_s",
+                    "scrape_all_changed_cpu_s",
+                )
+            ),
         ]
         for label, r in runs
         if "scrape_pb_gzip_mb" in r
@@ -1027,16 +1032,20 @@ def scrape_section(after: Json, before: Json | None) -> str:
     ]
     protobuf = (
         "\n\nThe protobuf body (what a Prometheus with native histograms on asks for, for every "
-        "family; the same scrapes, after the same batches). *After all changed*: a scrape right "
-        "after every resolution's windows closed, once an hour (text in the last column):\n\n"
+        "family; the same scrapes, after the same batches). CPU of a scrape right after the "
+        "10 s and 1 m windows closed (*after a minute*: at Prometheus' default 1m interval every "
+        "scrape is one), and after every resolution's closed (*after all*, once an hour), in "
+        "protobuf and in text:\n\n"
         + table(
             [
                 "exporter",
                 "protobuf",
                 "gzip",
                 "protobuf scrape",
-                "after all changed",
-                "text, after all changed",
+                "after a minute",
+                "text, after a minute",
+                "after all",
+                "text, after all",
             ],
             pb_rows,
         )
