@@ -6,7 +6,8 @@ then scrapes /metrics over HTTP as Prometheus does (``Accept-Encoding: gzip``), 
 format and in the protobuf format (what a Prometheus with native histograms on asks for, for
 every family). Every series gets its own latency distribution, so the gzip ratio is not
 flattered by repeated values. CPU is ``time.process_time()`` (server and client threads of this
-process), so a loaded machine's other work is not counted.
+process), so a loaded machine's other work is not counted. Bytes are what the client received:
+gzip, as the server compressed it (by parts, ``core.gzip_parts``), for both formats alike.
 """
 
 from __future__ import annotations
@@ -125,6 +126,19 @@ def measure(
             plain_runs.append(_scrape(server.port, False))
             exporter.update(batches[0])
             pb_runs.append(_scrape(server.port, True, protobuf=True))
+        # at Prometheus' default 1m interval a scrape follows a minute's windows too
+        minute = []
+        for protobuf in (False, True):
+            exporter.update(batches[0])
+            exporter.update(batches[1])
+            minute.append(_scrape(server.port, True, protobuf=protobuf))
+        # the costliest scrape: right after every resolution's windows closed (once an hour)
+        for batch in batches:
+            exporter.update(batch)
+        all_text = _scrape(server.port, True)
+        for batch in batches:
+            exporter.update(batch)
+        all_pb = _scrape(server.port, True, protobuf=True)
     finally:
         server.close()
     return {
@@ -153,9 +167,14 @@ def measure(
         "scrape_pb_gzip_s": _median([t for t, _, _ in pb_runs]),
         "scrape_pb_gzip_cpu_s": _median([c for _, c, _ in pb_runs]),
         "scrape_pb_gzip_mb": pb_runs[-1][2] / 1e6,
+        "scrape_minute_cpu_s": minute[0][1],
+        "scrape_pb_minute_cpu_s": minute[1][1],
+        "scrape_all_changed_cpu_s": all_text[1],
+        "scrape_pb_all_changed_cpu_s": all_pb[1],
         "scrapes": scrapes,
         "gzip_levels": _gzip_levels(body),
         "families": _family_bytes(body),
+        "families_pb": _family_bytes_pb(body_pb),
     }
 
 
@@ -179,6 +198,31 @@ def _family_bytes(body: bytes) -> dict[str, int]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
+def _family_bytes_pb(body: bytes) -> dict[str, dict[str, int]]:
+    """Bytes of each delimited MetricFamily: raw, and gzipped alone at the server's level."""
+    out: dict[str, dict[str, int]] = {}
+    pos = 0
+    while pos < len(body):
+        size, start = _varint(body, pos)
+        message = body[start : start + size]
+        name_size, name_at = _varint(message, 1)  # field 1 (the name) comes first
+        name = message[name_at : name_at + name_size].decode()
+        out[name] = {"raw": size, "gzip": len(gzip.compress(message, compresslevel=GZIP_LEVEL))}
+        pos = start + size
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["gzip"]))
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, pos
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--series", type=int, default=10_000, help="probe partitions")
@@ -193,6 +237,9 @@ def main() -> None:
         if name == "families":
             for family, size in value.items():
                 print(f"  {family}: {size / 1e6:.2f} MB")
+        elif name == "families_pb":
+            for family, size in value.items():
+                print(f"  pb {family}: {size['raw'] / 1e6:.2f} MB, gzip {size['gzip'] / 1e6:.3f}")
         elif name == "gzip_levels":
             for level, cost in value.items():
                 print(f"  gzip level {level}: {cost['mb']:.2f} MB in {cost['cpu_s']:.3f} s CPU")

@@ -961,11 +961,21 @@ def headline_scrape(results: dict[str, Json]) -> str:
         return "- Scrape cost: not measured (`python -m bench.cardinality --save`)."
     mb, cpu, wall = data["scrape_gzip_mb"], data["scrape_gzip_cpu_s"], data["scrape_gzip_s"]
     met = mb <= SCRAPE_TARGET_MB and cpu <= SCRAPE_TARGET_S
-    return (
+    line = (
         f"- **Scrape** at {data['series']:,} probe partitions ({data['windows']:,} windows): "
         f"**{mb:.2f} MB** gzipped ({data['scrape_plain_mb']:.1f} MB of text), **{cpu:.2f} s** "
-        f"of CPU ({wall:.2f} s wall); targets ≤ {SCRAPE_TARGET_MB:g} MB, "
-        f"≤ {SCRAPE_TARGET_S:g} s: **{'met' if met else 'not met'}**."
+        f"of CPU ({wall:.2f} s wall)"
+    )
+    if "scrape_pb_gzip_mb" in data:
+        pb_mb, pb_cpu = data["scrape_pb_gzip_mb"], data["scrape_pb_gzip_cpu_s"]
+        met = met and pb_mb <= SCRAPE_TARGET_MB and pb_cpu <= SCRAPE_TARGET_S
+        line += (
+            f"; protobuf (native histograms on) **{pb_mb:.2f} MB** ({data['body_pb_mb']:.1f} MB "
+            f"raw), **{pb_cpu:.2f} s**"
+        )
+    return (
+        f"{line}; targets ≤ {SCRAPE_TARGET_MB:g} MB, ≤ {SCRAPE_TARGET_S:g} s: "
+        f"**{'met' if met else 'not met'}**."
     )
 
 
@@ -996,6 +1006,58 @@ def scrape_section(after: Json, before: Json | None) -> str:
         for name, size in after.get("families", {}).items()
         if size >= 1e4
     ]
+    pb_rows = [
+        [
+            label,
+            f"{r['body_pb_mb']:.1f} MB",
+            f"{r['scrape_pb_gzip_mb']:.2f} MB",
+            f"{r['scrape_pb_gzip_cpu_s']:.2f} s ({r['scrape_pb_gzip_s']:.2f} s)",
+            *(
+                f"{r[key]:.2f} s" if key in r else ""
+                for key in (
+                    "scrape_pb_minute_cpu_s",
+                    "scrape_minute_cpu_s",
+                    "scrape_pb_all_changed_cpu_s",
+                    "scrape_all_changed_cpu_s",
+                )
+            ),
+        ]
+        for label, r in runs
+        if "scrape_pb_gzip_mb" in r
+    ]
+    pb_families = [
+        [f"`{name}`", f"{size['raw'] / 1e6:.2f} MB", f"{size['gzip'] / 1e6:.3f} MB"]
+        for name, size in after.get("families_pb", {}).items()
+        if size["gzip"] >= 1e4
+    ]
+    protobuf = (
+        "\n\nThe protobuf body (what a Prometheus with native histograms on asks for, for every "
+        "family; the same scrapes, after the same batches). CPU of a scrape right after the "
+        "10 s and 1 m windows closed (*after a minute*: at Prometheus' default 1m interval every "
+        "scrape is one), and after every resolution's closed (*after all*, once an hour), in "
+        "protobuf and in text:\n\n"
+        + table(
+            [
+                "exporter",
+                "protobuf",
+                "gzip",
+                "protobuf scrape",
+                "after a minute",
+                "text, after a minute",
+                "after all",
+                "text, after all",
+            ],
+            pb_rows,
+        )
+        + (
+            "\n\nWhere the protobuf goes (each family gzipped alone):\n\n"
+            + table(["family", "protobuf", "gzip"], pb_families)
+            if pb_families
+            else ""
+        )
+        if pb_rows
+        else ""
+    )
     return (
         f"{SCRAPE_TITLE}\n\n"
         f"`{after.get('command', 'python -m bench.cardinality --save')}` fills the exporter with "
@@ -1031,10 +1093,12 @@ def scrape_section(after: Json, before: Json | None) -> str:
             else ""
         )
         + "\n\nThe server's gzip level (`monitor.exporter.server.GZIP_LEVEL`), measured on this "
-        "body:\n\n"
+        "body gzipped whole (the server compresses by parts: a resolution's unchanged chunk "
+        "once):\n\n"
         + table(["level", "on the wire", "CPU"], levels)
         + "\n\nWhere the text goes (now):\n\n"
         + table(["family", "text", "share"], families)
+        + protobuf
         + "\n"
     )
 

@@ -15,7 +15,9 @@ client that connects and sends nothing stalls every scrape and the shutdown. Her
 - at most ``MAX_RENDERS`` bodies are rendered and compressed at once; a scrape that finds them
   busy for ``RENDER_WAIT_S`` is answered ``503`` with ``Retry-After``. Writing happens after a
   render's slot is released, so a slow reader holds a connection, never a renderer;
-- the same body (the same ``bytes`` object: the exporter caches it) is compressed once;
+- the same body (the same ``bytes`` object, or parts: the exporter caches them) is compressed
+  once, and a large part that stays the same object from one body to the next is compressed
+  once too (``core.gzip_parts``);
 - a scraper whose ``Accept`` asks for the delimited protobuf format (``core.promproto``: how
   native histograms reach Prometheus) gets the ``protobuf`` body when the server has one, through
   the same renderers and the same compression cache; any other scraper gets the text format;
@@ -28,23 +30,25 @@ reveal nothing), for a cheap readiness probe; every other path is the metrics.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import io
 import selectors
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from core import promproto
+from core.gzip_parts import PartsGzip
 from core.webconfig import READY_PATH, UNAUTHORIZED_HEADERS, WebConfig
 
-#: zlib level of gzipped scrapes. At 10,000 probe partitions (70 MB of text) level 1 sends
-#: 5.2 MB in 0.21 s of CPU, level 4 4.5 MB in 0.37 s, level 6 4.0 MB in 0.74 s: level 4 keeps the
-#: scrape under 5 MB and 0.5 s (bench.cardinality, docs/benchmarks.md).
-GZIP_LEVEL = 4
+#: zlib level of gzipped scrapes. At 10,000 probe partitions a whole body of 67 MB of text took
+#: 0.3 s of CPU at level 4 (4.3 MB) and 0.57 s at level 6 (4.0 MB); the protobuf body 6.6 MB and
+#: 6.3 MB. Compressed by parts (``core.gzip_parts``), a scrape after a batch of 10 s windows
+#: compresses only that resolution's third of the body, so level 6 fits the 0.5 s budget and its
+#: bytes are what keeps the protobuf scrape under 5 MB (bench.cardinality, docs/benchmarks.md).
+GZIP_LEVEL = 6
 #: Seconds a client has to finish its TLS handshake.
 TLS_HANDSHAKE_TIMEOUT_S = 5.0
 #: Seconds a client has to send its whole request line and headers, however it trickles them.
@@ -70,6 +74,10 @@ HEALTH_PATHS = frozenset({"/-/healthy", READY_PATH})
 CLOSE_JOIN_S = 5.0
 #: Seconds between the accept loop's looks at ``close()``.
 _POLL_S = 0.2
+
+
+#: What a body callable returns: the body, or its parts in order (``core.gzip_parts``).
+Body = bytes | Sequence[bytes]
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -123,13 +131,13 @@ class MetricsServer:
 
     def __init__(
         self,
-        body: Callable[[], bytes],
+        body: Callable[[], Body],
         host: str,
         port: int,
         web: WebConfig | None = None,
         on_scrape: Callable[[str], None] | None = None,
         content_type: str = "text/plain; version=0.0.4; charset=utf-8",
-        protobuf: Callable[[], bytes] | None = None,
+        protobuf: Callable[[], Body] | None = None,
     ) -> None:
         self._body = body
         #: the delimited protobuf body, for scrapers that ask for it (None: text for everyone)
@@ -140,8 +148,8 @@ class MetricsServer:
         self._tls = web.ssl_context() if web is not None else None
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._renders = threading.BoundedSemaphore(MAX_RENDERS)
-        #: content type → (its last body, that body's gzip)
-        self._gzipped: dict[str, tuple[bytes, bytes]] = {}
+        #: content type → the compressor of its bodies (keeps the last one's parts compressed)
+        self._gzipped: dict[str, PartsGzip] = {}
         self._open: set[socket.socket] = set()
         #: the connections' threads, so ``close()`` can let them end
         self._workers: set[threading.Thread] = set()
@@ -220,7 +228,7 @@ class MetricsServer:
 
     # -- one request --------------------------------------------------------------------------
 
-    def _render(self, render: Callable[[], bytes]) -> bytes | None:
+    def _render(self, render: Callable[[], Body]) -> Body | None:
         """The body (raw), or None when no renderer came free within ``RENDER_WAIT_S``."""
         if not self._renders.acquire(timeout=RENDER_WAIT_S):
             return None
@@ -229,20 +237,16 @@ class MetricsServer:
         finally:
             self._renders.release()
 
-    def _gzip(self, data: bytes, content_type: str) -> bytes | None:
-        """``data`` gzipped; each format's last body's gzip is kept, so an unchanged body costs
-        nothing (a text scraper and a protobuf one do not evict each other's)."""
-        cached = self._gzipped.get(content_type)
-        if cached is not None and cached[0] is data:
-            return cached[1]
+    def _gzip(self, data: Body, content_type: str) -> bytes | None:
+        """The body gzipped; each format keeps its own compressor (a text scraper and a protobuf
+        one do not evict each other's parts), and an unchanged part is not compressed again."""
+        packer = self._gzipped.setdefault(content_type, PartsGzip(GZIP_LEVEL))
         if not self._renders.acquire(timeout=RENDER_WAIT_S):
             return None
         try:
-            packed = gzip.compress(data, compresslevel=GZIP_LEVEL)
+            return packer.compress(data)
         finally:
             self._renders.release()
-        self._gzipped[content_type] = (data, packed)
-        return packed
 
     def close(self) -> None:
         """Stop accepting and cut every open connection; returns within about ``_POLL_S``."""
@@ -308,13 +312,15 @@ class _Handler(BaseHTTPRequestHandler):
         if data is None:
             self._busy()
             return
+        parts = (data,) if isinstance(data, bytes) else data
         self.send_response(200)
         self.send_header("Content-Type", content_type)
         if gzipped:
             self.send_header("Content-Encoding", "gzip")
-        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Length", str(sum(len(p) for p in parts)))
         self.end_headers()
-        self.wfile.write(data)
+        for part in parts:
+            self.wfile.write(part)
 
     def _busy(self) -> None:
         self.server.busy_answers += 1

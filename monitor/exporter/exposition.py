@@ -14,7 +14,15 @@ lines are checked byte for byte against prometheus_client's rendering (tests/uni
 Nothing here reads a quantile from anything but a (merged) histogram.
 
 The protobuf body is built the same way: a closed window's Metric messages are encoded once,
-beside its lines, and joined per family; a family's length prefix is the sum of its parts.
+beside its lines, and joined per family; a family's length prefix is the sum of its parts. One
+thing differs: a resolution's quantile gauges are joined in order of their value, not of their
+series. A latency in seconds is 8 incompressible bytes as a protobuf double (a few digits as text),
+but HDR reports few distinct values (8,400 among 105,000 quantiles of 10 s windows at 10,000
+partitions), so in value order equal doubles follow each other and gzip sends each value about
+once. At 10,000 partitions that took the quantile family from 4.9 to 3.3 MB gzipped, the
+protobuf scrape from 6.6 to 5.0 MB at the same level (bench.cardinality); the max gauges are
+exact (nearly all distinct) and stay in series order, which compresses their labels best. A
+family's metrics have no order in the format, and Prometheus keys every series by its labels.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.utils import floatToGoString
@@ -152,14 +161,17 @@ HEALTH_DOCS: dict[str, str] = {
 
 @dataclass(frozen=True, slots=True)
 class WindowProto:
-    """A closed window's protobuf Metric messages, one ``bytes`` per family (encoded once)."""
+    """A closed window's protobuf Metric messages, one ``bytes`` per family (encoded once); the
+    quantile gauges one message each, with their sort keys, to be joined in value order."""
 
-    quantiles: bytes
+    quantiles: tuple[bytes, ...]
     max: bytes
     samples: bytes
     lost: bytes
     peak: bytes = b""
     quantile_peaks: bytes = b""
+    #: ``value_key`` of each of ``quantiles``
+    quantile_keys: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +186,7 @@ class WindowLines:
     #: the held peak's lines (max, quantiles); they change while the window stays the latest
     peak: str = ""
     quantile_peaks: str = ""
-    pb: WindowProto = WindowProto(b"", b"", b"", b"")
+    pb: WindowProto = WindowProto((), b"", b"", b"")
 
 
 def series_key(s: SeriesKey) -> tuple[str, str, str, str]:
@@ -245,12 +257,25 @@ def _pb_labels(pairs: Mapping[str, str]) -> tuple[bytes, bytes]:
 
 def _value_pb(pb: tuple[bytes, bytes], values: Values, quantile_texts: Sequence[str]) -> bytes:
     """One gauge message per quantile that has a value."""
+    return b"".join(_value_messages(pb, values, quantile_texts)[0])
+
+
+def value_key(value_us: int, rank: int) -> int:
+    """A quantile gauge's place in its resolution's protobuf chunk: by value, then quantile."""
+    return value_us * 64 + rank
+
+
+def _value_messages(
+    pb: tuple[bytes, bytes], values: Values, quantile_texts: Sequence[str]
+) -> tuple[tuple[bytes, ...], tuple[int, ...]]:
+    """``_value_pb``'s messages one by one, and their ``value_key``."""
     before, after = pb
-    return b"".join(
-        promproto.gauge(before + _q_label(qt) + after, v / 1e6)
-        for qt, v in zip(quantile_texts, values[1:], strict=True)
+    had = [
+        (promproto.gauge(before + _q_label(qt) + after, v / 1e6), value_key(v, rank))
+        for rank, (qt, v) in enumerate(zip(quantile_texts, values[1:], strict=True))
         if v is not None
-    )
+    ]
+    return tuple(m for m, _ in had), tuple(k for _, k in had)
 
 
 def peak_lines(
@@ -291,6 +316,7 @@ def render_window(
     )
     pb = _pb_labels(pairs)
     plain = pb[0] + pb[1]
+    quantile_messages, quantile_keys = _value_messages(pb, values, quantile_texts)
     return WindowLines(
         _value_lines(name["quantiles"], lv, lq, values, quantile_texts),
         f"{name['max']}{{{lv}}} {floatToGoString(w.hist.max_us / 1e6)}\n",
@@ -299,12 +325,13 @@ def render_window(
         held[0],
         held[1],
         WindowProto(
-            _value_pb(pb, values, quantile_texts),
+            quantile_messages,
             promproto.gauge(plain, w.hist.max_us / 1e6),
             promproto.gauge(plain, w.hist.total),
             promproto.gauge(plain, w.lost) if s.kind == "e2e" else b"",
             held[2],
             held[3],
+            quantile_keys,
         ),
     )
 
@@ -320,8 +347,21 @@ def window_chunk(
 def window_pb_chunk(
     lines: Sequence[WindowLines], families: Sequence[tuple[str, str, str]] = WINDOW_FAMILIES
 ) -> tuple[bytes, ...]:
-    """``window_chunk`` of the protobuf messages."""
-    return tuple(b"".join([getattr(w.pb, attr) for w in lines]) for _, _, attr in families)
+    """``window_chunk`` of the protobuf messages, the quantile gauges in value order."""
+    return tuple(
+        by_value(lines) if attr == "quantiles" else b"".join([getattr(w.pb, attr) for w in lines])
+        for _, _, attr in families
+    )
+
+
+def by_value(lines: Sequence[WindowLines]) -> bytes:
+    """The windows' quantile gauge messages joined in ``value_key`` order (see the module's
+    docstring: equal doubles next to each other is what gzip can shorten)."""
+    messages = [m for w in lines for m in w.pb.quantiles]
+    keys = np.fromiter(
+        (k for w in lines for k in w.pb.quantile_keys), dtype=np.int64, count=len(messages)
+    )
+    return b"".join([messages[i] for i in np.argsort(keys, kind="stable").tolist()])
 
 
 def window_pb(
@@ -542,11 +582,13 @@ class _Families:
 
 def body(
     windows: Sequence[bytes], window_end: Any, histogram: str, counters: str, rest: Sequence[Any]
-) -> bytes:
-    """The whole body: window gauges, window ends, the histograms, counters, then the rest."""
+) -> list[bytes]:
+    """The whole body, in parts: window gauges, window ends, the histograms, counters, then the
+    rest (unjoined: a resolution's chunk that did not change is the same part as before, and
+    the server keeps its compression; ``core.gzip_parts``)."""
     head = generate_latest(_Families([window_end]))
     tail = generate_latest(_Families(list(rest)))
-    return b"".join((*windows, head, histogram.encode(), counters.encode(), tail))
+    return [*windows, head, histogram.encode(), counters.encode(), tail]
 
 
 def body_pb(
@@ -555,8 +597,8 @@ def body_pb(
     histograms: Sequence[bytes],
     counters: Sequence[bytes],
     rest: Sequence[Any],
-) -> bytes:
+) -> list[bytes]:
     """``body`` in the delimited protobuf format, families in the same order."""
     head = promproto.encode_families([window_end])
     tail = promproto.encode_families(rest)
-    return b"".join((*windows, head, *histograms, *counters, tail))
+    return [*windows, head, b"".join((*histograms, *counters)), tail]

@@ -13,7 +13,13 @@ nines' own HDR quantile, a relative error below ``bucket_width(schema)``
 Values of 0 µs are the zero bucket. A series whose buckets would exceed ``max_buckets`` goes to
 a coarser schema (each step halves the buckets per power of two), as Prometheus and
 client_golang do with a bucket limit; boundaries of schema ``s - 1`` are boundaries of ``s``, so
-re-binning at the coarser schema equals merging bucket pairs.
+re-binning at the coarser schema equals merging bucket pairs (Prometheus' ``reduceResolution``:
+bucket ``i`` goes to ``((i - 1) >> 1) + 1``). The limit counts populated buckets, as Prometheus
+counts a scraped histogram's (our spans hold no empty bucket), never the zero bucket. Where
+Prometheus fails a scrape that still exceeds its limit at schema -4, nothing is dropped here:
+from 1 µs to 1 h, schema -4 holds at most 3 buckets, so only a limit below 3 is ever exceeded.
+The exporter keeps each series' coarser schema from then on, as client_golang does (tests in
+tests/unit/exporter/test_native.py and test_protobuf_exposition.py).
 """
 
 from __future__ import annotations

@@ -147,8 +147,9 @@ class LatencyExporter:
         self._chunk_gen: dict[str, int] = {}
         #: bumped by every change a scrape can see; the body of a version is rendered once
         self._version = 0
-        #: format → (version, its body)
-        self._body: dict[str, tuple[int, bytes]] = {}
+        #: format → (version, its body's parts); and joined, once something asks for the bytes
+        self._body: dict[str, tuple[int, tuple[bytes, ...]]] = {}
+        self._joined: dict[str, tuple[tuple[bytes, ...], bytes]] = {}
         #: one render at a time: concurrent scrapes of one version share its body
         self._render_lock = threading.Lock()
         #: resolution → its series in exposition order (and the histogram's); absent: sort again
@@ -423,18 +424,31 @@ class LatencyExporter:
     def exposition(self) -> bytes:
         """The whole /metrics body in the Prometheus text format (version 0.0.4).
 
-        The same ``bytes`` until something changes (so the server compresses it once). A micro-
-        batch waits for a scrape at most while the scrape copies references and counters under
-        the lock: joining the lines (70 MB at 10,000 partitions) happens outside it.
+        The same ``bytes`` until something changes (the server sends ``exposition_parts``). A
+        micro-batch waits for a scrape at most while the scrape copies references and counters
+        under the lock: joining the lines (70 MB at 10,000 partitions) happens outside it.
         """
-        return self._exposition(TEXT)
+        return self._joined_body(TEXT)
 
     def exposition_protobuf(self) -> bytes:
         """The same families as delimited protobuf MetricFamily messages (with the native
         histogram's buckets), cached and joined as ``exposition`` is."""
-        return self._exposition(PROTOBUF)
+        return self._joined_body(PROTOBUF)
 
-    def _exposition(self, fmt: str) -> bytes:
+    def _joined_body(self, fmt: str) -> bytes:
+        """``exposition_parts`` joined, once per body (tests and benches read the bytes)."""
+        parts = self.exposition_parts(fmt)
+        joined = self._joined.get(fmt)
+        if joined is not None and joined[0] is parts:
+            return joined[1]
+        body = b"".join(parts)
+        self._joined[fmt] = (parts, body)
+        return body
+
+    def exposition_parts(self, fmt: str = TEXT) -> tuple[bytes, ...]:
+        """The body of ``fmt`` (``TEXT`` or ``PROTOBUF``) in parts, the same tuple until
+        something changes: what the server sends, compressing a part that stayed the same object
+        (a resolution's chunk) only once (``core.gzip_parts``)."""
         with self._render_lock:
             with self._lock:
                 version = self._version
@@ -500,8 +514,9 @@ class LatencyExporter:
                 for res in parts:  # kept unless a window of the resolution changed meanwhile
                     if self._chunk_gen.get(res, 0) == gens[res]:
                         self._chunks[fmt][res] = done[res]
-                self._body[fmt] = (version, body)
-            return body
+                whole = tuple(body)
+                self._body[fmt] = (version, whole)
+            return whole
 
     def serve(
         self, host: str = "127.0.0.1", port: int = 9464, web: WebConfig | None = None
@@ -510,10 +525,10 @@ class LatencyExporter:
         from monitor.exporter.server import MetricsServer
 
         return MetricsServer(
-            self.exposition,
+            lambda: self.exposition_parts(TEXT),
             host,
             port,
             web,
             on_scrape=self.scraped,
-            protobuf=self.exposition_protobuf,
+            protobuf=lambda: self.exposition_parts(PROTOBUF),
         )

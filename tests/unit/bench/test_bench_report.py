@@ -316,3 +316,23 @@ def test_compare_section_is_the_four_system_table_from_the_json(tmp_path: Path) 
     assert "Latencies in milliseconds" in text
     bare = render(FIXTURE, tmp_path / "img", tmp_path / "c.md")
     assert "Four brokers side by side" in bare and "_Not measured in this run" in bare
+
+
+def test_the_scrape_budget_holds_for_both_formats_or_is_not_met() -> None:
+    from bench.report import headline_scrape, scrape_section
+
+    text_only = {"series": 10_000, "windows": 90_180, "topics": 20, "rate_per_s": 100,
+                 "scrapes": 5, "kind_series": 30_060, "bytes_per_kind_series": 2_200,
+                 "scrape_gzip_mb": 4.0, "scrape_gzip_cpu_s": 0.3, "scrape_gzip_s": 0.4,
+                 "scrape_plain_mb": 67.0, "scrape_plain_cpu_s": 0.2, "scrape_plain_s": 0.3,
+                 "render_cpu_s": 0.7, "memory_mib": 100.0}  # fmt: skip
+    assert "**met**" in headline_scrape({"cardinality": text_only})
+    pb = {**text_only, "body_pb_mb": 61.0, "scrape_pb_gzip_mb": 5.2, "scrape_pb_gzip_cpu_s": 0.3,
+          "scrape_pb_gzip_s": 0.4, "scrape_pb_all_changed_cpu_s": 0.6,
+          "families_pb": {"nines_latency_seconds": {"raw": 40_000_000, "gzip": 3_300_000}},
+          }  # fmt: skip
+    line = headline_scrape({"cardinality": pb})
+    assert "protobuf (native histograms on) **5.20 MB**" in line and "**not met**" in line
+    section = scrape_section(pb, None)
+    assert "| now | 61.0 MB | 5.20 MB | 0.30 s (0.40 s) |  |  | 0.60 s |  |" in section
+    assert "| `nines_latency_seconds` | 40.00 MB | 3.300 MB |" in section

@@ -161,12 +161,13 @@ def test_each_format_is_gzipped_once_and_served_with_its_type() -> None:
             req = urllib.request.Request(url, headers={"Accept": accept, "Accept-Encoding": "gzip"})
             with urllib.request.urlopen(req, timeout=10) as r:
                 got.setdefault(r.headers["Content-Type"], []).append(gzip.decompress(r.read()))
-        cached = dict(server._gzipped)
+        packers = dict(server._gzipped)
     finally:
         server.close()
     assert got[promproto.CONTENT_TYPE] == [exp.exposition_protobuf()] * 2
     assert got["text/plain; version=0.0.4; charset=utf-8"] == [exp.exposition()]
-    assert cached[promproto.CONTENT_TYPE][0] is exp.exposition_protobuf()
+    # the second protobuf scrape (the text one between them) was not compressed again
+    assert packers[promproto.CONTENT_TYPE].deflated_bytes == len(exp.exposition_protobuf())
 
 
 @pytest.mark.parametrize("n", [0, 1, 127, 128, 300, 2**31 - 1, 2**32, 2**63 - 1])
@@ -219,3 +220,35 @@ def test_a_series_of_zeros_only_is_a_native_histogram_of_its_zero_bucket() -> No
     h = fam["metric"][0]["histogram"]
     assert (h["sample_count"], h["zero_count"], native_buckets(h)) == (5, 5, {})
     assert samples(exp.exposition_protobuf()) == text_samples(exp.exposition())
+
+
+def test_a_series_past_the_bucket_limit_is_degraded_as_prometheus_does_and_stays_so() -> None:
+    """Prometheus (``native_histogram_bucket_limit``) halves the resolution, merging bucket
+    pairs, one schema at a time until the buckets fit; client_golang then keeps the coarser
+    schema (a finer one later would not be a counter reset). The exporter does both: a wide
+    window degrades the series; a narrow one after it is added at the degraded schema."""
+    rng = np.random.default_rng(3)
+    key = SeriesKey("c", "t", "all", "e2e")
+    wide = SparseHistogram.from_values(LAYOUT, rng.lognormal(8.5, 1.5, 50_000).astype(int) + 1)
+    narrow = SparseHistogram.from_values(LAYOUT, rng.lognormal(8.5, 0.05, 5_000).astype(int) + 1)
+    exp = LatencyExporter()  # schema 8, at most 160 buckets: the defaults
+    hists = []
+    for end_s, hist in ((10, wide), (20, narrow)):
+        exp.update([WindowHistogram("10s", (end_s - 10) * 1_000_000, end_s * 1_000_000, key, hist)])
+        (fam,) = [f for f in families(exp.exposition_protobuf()) if f["name"] == NATIVE]
+        hists.append(fam["metric"][0]["histogram"])
+    first, second = hists
+    assert first["schema"] < 8 and len(native_buckets(first)) <= 160
+    fine = rebin(wide, first["schema"] + 1, 10**9)  # one step finer would not have fitted
+    assert fine.index.size > 160
+    pairs: dict[int, int] = {}  # Prometheus' reduceResolution: bucket i goes to ((i - 1) >> 1) + 1
+    for i, c in zip(fine.index.tolist(), fine.count.tolist(), strict=True):
+        pairs[((i - 1) >> 1) + 1] = pairs.get(((i - 1) >> 1) + 1, 0) + c
+    assert native_buckets(first) == pairs
+    assert rebin(narrow, 8, 160).schema == 8  # alone, the narrow window would fit schema 8
+    assert second["schema"] == first["schema"]  # but the series keeps its coarser schema
+    merged = rebin(wide.merge(narrow), first["schema"], 160)
+    assert native_buckets(second) == dict(
+        zip(merged.index.tolist(), merged.count.tolist(), strict=True)
+    )
+    assert second["sample_count"] == 55_000
