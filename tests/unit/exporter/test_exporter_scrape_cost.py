@@ -151,7 +151,7 @@ def test_protobuf_scrape_bytes_per_series_are_bounded() -> None:
     from core import promproto
 
     partitions = 1_000
-    exp = LatencyExporter(max_series=partitions + 4)
+    exp = LatencyExporter(ExporterConfig(max_series=partitions + 4))
     for seed, (res, span_s) in enumerate((("10s", 10), ("1m", 60), ("1h", 3600))):
         exp.update(windows(partitions, res, span_s, seed=seed))
     server = exp.serve("127.0.0.1", 0)
