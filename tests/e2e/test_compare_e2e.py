@@ -9,6 +9,8 @@ from pathlib import Path
 
 from real_servers import NatsServer, RabbitServer, RedisServer, require
 
+from testbroker.kafka_jars import kafka_version
+
 RATE, SECONDS = 200, 5
 
 
@@ -46,4 +48,7 @@ def test_compare_runs_all_four_systems_through_the_pipeline(tmp_path: Path) -> N
     table = proc.stdout
     for system in ("kafka", "nats", "redis", "rabbitmq"):
         assert f"| {system} | 1,000 | 1,000 | 0 | 0 | 0 | 0 |" in table
-    assert "Kafka is a test broker" in table  # the caveats travel with the numbers
+    # the caveats and the machine's load travel with the numbers, and which Kafka it was
+    assert f"The `kafka` row is Apache Kafka {kafka_version()} (one KRaft broker, RF 1)" in table
+    assert "same host:" in table and "Load average (1 min) at the start and the end" in table
+    assert result["kafka_version"] == kafka_version() and len(result["load_avg_1m"]) == 2
