@@ -15,6 +15,7 @@ RUN apt-get update \
 WORKDIR /opt/nines
 COPY pyproject.toml README.md ./
 COPY core core
+COPY runtime runtime
 COPY kafkautil kafkautil
 COPY probes probes
 COPY streaming streaming

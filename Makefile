@@ -67,7 +67,7 @@ test: setup system-test-deps kafka-jars
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy core probes streaming monitor dashboards testbroker kafkautil testkit
+	$(VENV)/bin/mypy core runtime probes streaming monitor dashboards testbroker kafkautil testkit
 
 bench: setup system-test-deps kafka-jars
 	$(PY) -m bench.run

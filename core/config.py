@@ -3,7 +3,7 @@
 Each stage owns its model (``probes.config``, ``streaming.config``, ``testbroker.config``);
 this module applies flag overrides to the YAML's values and turns validation errors into one
 line that names the field, which the CLI prints before exiting with status 2. Pure: reading the
-file, resolving secrets and trying a port are ``core.config_io``'s.
+file, resolving secrets and trying a port are ``runtime.config_io``'s.
 """
 
 from __future__ import annotations

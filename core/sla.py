@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from core.config import ConfigError, StageConfig, build
-from core.config_io import load_yaml
 from core.hdr import REPORTED_QUANTILES
 from core.units import format_duration, parse_duration_s
 from core.windows import DEFAULT_WINDOWS, WindowSpec
@@ -221,8 +219,3 @@ def parse_sla(document: dict[str, Any]) -> SlaConfig:
                 f"({', '.join(sla.windows)}; set windows: to match it)"
             )
     return sla
-
-
-def load_sla(path: str | Path) -> SlaConfig:
-    """Read and validate the SLA YAML file at ``path``."""
-    return parse_sla(load_yaml(path))

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.config import ConfigError, build
-from core.config_io import check_port_free
-from core.sla import SlaConfig, load_sla
+from core.sla import SlaConfig
 from core.units import format_duration, parse_duration_s
 from core.windows import WindowSpec
 from monitor.processes import StopFlag as _StopFlag
@@ -28,6 +27,7 @@ from monitor.processes import jvm_output_to
 from monitor.processes import probe_process as _probe_process
 from monitor.processes import terminate as _terminate
 from monitor.tables import render_tables
+from runtime.config_io import check_port_free, load_sla
 
 if TYPE_CHECKING:
     from monitor.pipeline import PipelineConfig

@@ -61,7 +61,7 @@ class StreamPipeline:
     def start(self, serve: bool = True) -> StreamPipeline:
         """Serve /metrics (unless ``serve`` is false), then start the job."""
         if serve:
-            from core.webconfig import load_web_config
+            from runtime.webconfig import load_web_config
 
             web = load_web_config(self.config.web_config_file)
             self.server = self.exporter.serve(

@@ -178,8 +178,8 @@ class ProbeAgent:
         for t in self._threads:
             t.start()
         if cfg.metrics_port:
-            from core.webconfig import load_web_config
             from probes.metrics import serve
+            from runtime.webconfig import load_web_config
 
             web = load_web_config(cfg.web_config_file)
             self._server = serve(self.stats, cfg.metrics_host, cfg.metrics_port, web)

@@ -61,9 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     """Validate the configuration and probe."""
     from core.config import ConfigError, build, section
-    from core.config_io import check_port_free, load_yaml
-    from core.webconfig import load_web_config
     from probes.agent import run_probe
+    from runtime.config_io import check_port_free, load_yaml
+    from runtime.webconfig import load_web_config
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     values = section(load_yaml(args.config), "probe")

@@ -17,11 +17,11 @@ from core.config import (
     redact_url,
     tcp_port,
 )
-from core.config_io import resolve_secret, resolve_secrets
 from core.echo_v2 import MAX_BATCH_ECHOES
 from core.kafka_conf import ProbeKafka
 from core.settings import setting
 from core.units import parse_duration_s, parse_rate, parse_size_bytes
+from runtime.config_io import resolve_secret, resolve_secrets
 
 #: Bytes of the probe header inside every payload (see probes.payload).
 HEADER_BYTES = 64

@@ -9,8 +9,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from core import promproto
-from core.webconfig import WebConfig
-from core.webserver import MetricsServer
+from runtime.webconfig import WebConfig
+from runtime.webserver import MetricsServer
 
 _COUNTERS = (
     ("sent", "Messages handed to the producer."),
@@ -103,7 +103,7 @@ def serve(
 ) -> MetricsServer:
     """Serve /metrics from a registry of its own; the server (``close()`` stops it).
 
-    The exporter's server (``core.webserver``: timeouts, bounded renderers, TLS off the accept
+    The exporter's server (``runtime.webserver``: timeouts, bounded renderers, TLS off the accept
     thread), with the web config's TLS and basic auth, rendering the registry per scrape, in the
     protobuf format for a scraper that asks for it (a Prometheus with native histograms on asks
     every target for it).

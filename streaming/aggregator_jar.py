@@ -14,7 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
-from core.maven import cache_dir, run_mvn
+from runtime.maven import cache_dir, run_mvn
 
 MODULE = Path(__file__).resolve().parent.parent / "jvm" / "aggregator"
 JAR_ENV = "NINES_AGGREGATOR_JAR"

@@ -71,8 +71,8 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
     from confluent_kafka import Consumer, KafkaException
 
     from core.config import ConfigError
-    from core.config_io import resolve_secrets
     from kafkautil import ConnectFailures, describe_topic
+    from runtime.config_io import resolve_secrets
 
     quiet = logging.getLogger("nines.stream.preflight")
     if not quiet.handlers:
@@ -109,8 +109,8 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
 def stream_config(args: argparse.Namespace, model: type[C]) -> C:
     """The validated ``model`` from the YAML file and flags, once the cluster has been checked."""
     from core.config import ConfigError, build, section
-    from core.config_io import check_port_free, load_yaml
-    from core.webconfig import load_web_config
+    from runtime.config_io import check_port_free, load_yaml
+    from runtime.webconfig import load_web_config
 
     values = section(load_yaml(args.config), "stream")
     flags = flag_values(args, FLAGS)

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.config_io import resolve_secrets
 from kafkautil import EARLIEST, LATEST, list_offsets
+from runtime.config_io import resolve_secrets
 from streaming.gaps import Gap, KafkaRange, RangeBook
 
 #: Records per ``consume`` call at most.

@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from core.config import ConfigError, build, section
-    from core.config_io import load_yaml
+    from runtime.config_io import load_yaml
     from testbroker.config import BrokerConfig
 
     values = section(load_yaml(args.config), "broker")

@@ -13,7 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
-from core.maven import cache_dir, run_mvn
+from runtime.maven import cache_dir, run_mvn
 
 POM = Path(__file__).resolve().parent / "kafka" / "pom.xml"
 CLASSPATH_ENV = "NINES_KAFKA_CLASSPATH"

@@ -143,8 +143,8 @@ def render_helm_values(
 
 def run_render(args: argparse.Namespace) -> int:
     """Load the SLA, render, and write the document."""
-    from core.sla import load_sla
     from monitor.alerts.rules import render_prometheus_rule, render_rules
+    from runtime.config_io import load_sla
 
     sla = load_sla(args.sla)
     labels = _labels(args.label)

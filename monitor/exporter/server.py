@@ -1,4 +1,4 @@
-"""The exporter's /metrics server: ``core.webserver``'s, the one the probe serves with too.
+"""The exporter's /metrics server: ``runtime.webserver``'s, the one the probe serves with too.
 
 It serves the exporter's joined text-format body as is (see ``exposition``), or its protobuf
 body to a scraper that asks for it, gzipped; an unchanged body (``LatencyExporter.exposition``
@@ -8,6 +8,6 @@ compressed once however many scrapers ask.
 
 from __future__ import annotations
 
-from core.webserver import GZIP_LEVEL, MetricsServer
+from runtime.webserver import GZIP_LEVEL, MetricsServer
 
 __all__ = ["GZIP_LEVEL", "MetricsServer"]

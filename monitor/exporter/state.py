@@ -31,7 +31,6 @@ from prometheus_client.utils import floatToGoString
 from core.echo import BAD_REASONS
 from core.hdr import REPORTED_QUANTILES, SparseHistogram
 from core.sla import BUCKET_BOUNDARIES_S
-from core.webconfig import WebConfig
 from core.windows import (
     ALL_PARTITIONS,
     DEFAULT_WINDOWS,
@@ -44,6 +43,7 @@ from monitor.exporter import exposition
 from monitor.exporter.config import ExporterConfig
 from monitor.exporter.hold import PeakHold, Values, largest
 from monitor.exporter.native import rebin
+from runtime.webconfig import WebConfig
 from streaming.counters import COUNTER_FIELDS, StreamCounters
 
 if TYPE_CHECKING:

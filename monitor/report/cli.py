@@ -159,8 +159,8 @@ def run_slo(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from core.sla import load_sla
     from monitor.slo import attainment
+    from runtime.config_io import load_sla
 
     sla = load_sla(args.sla)
     archive = Path(args.archive)

@@ -87,9 +87,9 @@ def test_prometheus_scrapes_the_probe_over_tls_with_basic_auth(tmp_path: Path, b
 def test_prometheus_scrapes_the_stream_exporter_over_tls_with_basic_auth(tmp_path: Path) -> None:
     """The stream job's /metrics server (the exporter's), with the same web config."""
     from core.hdr import HdrLayout, SparseHistogram
-    from core.webconfig import load_web_config
     from core.windows import SeriesKey, WindowHistogram
     from monitor.exporter import LatencyExporter
+    from runtime.webconfig import load_web_config
 
     require_prometheus()
     config, ca = web_config(tmp_path)

@@ -439,7 +439,7 @@ def _web_case(text: str, expect: str, exact: bool = False) -> Iterator[Case]:
 def web_config() -> Iterator[Case]:
     """``--web-config-file`` files under ``nines probe`` and ``nines stream``: every field ×
     every wrong YAML type, mistyped keys, malformed bcrypt hashes, unusable TLS files."""
-    from core.webconfig import TlsServerConfig, WebConfigModel
+    from runtime.webconfig import TlsServerConfig, WebConfigModel
 
     tls = "tls_server_config: {cert_file: CERT, key_file: KEY, %s}\n"
     for model, path in ((WebConfigModel, ""), (TlsServerConfig, "tls_server_config.")):

@@ -109,9 +109,9 @@ def _window(res: str, partition: str, values_us: list[int], kind: str = "e2e") -
 
 
 def test_sla_status_judges_the_worst_series_of_the_example_sla() -> None:
-    from core.sla import load_sla
     from monitor.demo import DEFAULT_SLA
     from monitor.slo import live_status as sla_status
+    from runtime.config_io import load_sla
 
     sla = load_sla(DEFAULT_SLA)  # e2e p99.9 <= 100ms per 1m, e2e max <= 2s per 10s
     fast = [5_000] * 2_000
@@ -142,9 +142,9 @@ def test_sla_status_judges_the_worst_series_of_the_example_sla() -> None:
 
 
 def test_sla_status_does_not_judge_a_quantile_from_too_few_samples() -> None:
-    from core.sla import load_sla
     from monitor.demo import DEFAULT_SLA
     from monitor.slo import live_status as sla_status
+    from runtime.config_io import load_sla
 
     rows = {
         r["name"]: r
@@ -163,8 +163,8 @@ def test_demo_writes_the_sla_rules_for_prometheus(tmp_path: object) -> None:
 
     import yaml
 
-    from core.sla import load_sla
     from monitor.demo import DEFAULT_SLA, _write_rules
+    from runtime.config_io import load_sla
 
     path = _write_rules(load_sla(DEFAULT_SLA), Path(str(tmp_path)))
     from monitor.alerts.rules import render_rules

@@ -12,7 +12,8 @@ import yaml
 from alerts_helpers import EXAMPLE_SLA, PROMTOOL, RunTests
 from real_components import require_tool
 
-from core.sla import SlaConfig, load_sla
+from core.sla import SlaConfig
+from runtime.config_io import load_sla
 
 
 @pytest.fixture(scope="session")

@@ -10,9 +10,10 @@ import pytest
 import yaml
 from alerts_helpers import EXAMPLE_SLA, ROOT
 
-from core.sla import BUCKET_BOUNDARIES_S, load_sla
+from core.sla import BUCKET_BOUNDARIES_S
 from monitor.alerts.rules import render_prometheus_rule, render_rules
 from monitor.cli import main
+from runtime.config_io import load_sla
 
 
 def nines(*args: str) -> subprocess.CompletedProcess[str]:

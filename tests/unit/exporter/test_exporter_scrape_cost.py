@@ -15,11 +15,12 @@ from prometheus_client.utils import floatToGoString
 
 from core.config import ConfigError
 from core.hdr import HdrLayout, SparseHistogram
-from core.sla import BUCKET_BOUNDARIES_S, load_sla, parse_sla
+from core.sla import BUCKET_BOUNDARIES_S, parse_sla
 from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
 from monitor.alerts.rules import render_rules
 from monitor.exporter import ExporterConfig, LatencyExporter
 from monitor.exporter.server import GZIP_LEVEL
+from runtime.config_io import load_sla
 
 ROOT = Path(__file__).parents[3]
 LAYOUT = HdrLayout()

@@ -978,7 +978,7 @@ def test_service_monitor_scrapes_with_the_web_configs_tls_and_auth() -> None:
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.stem)
 def test_readiness_reads_the_cheap_route_not_metrics(scenario: Path) -> None:
-    from core.webconfig import READY_PATH
+    from runtime.webconfig import READY_PATH
 
     containers = containers_of(render(scenario))
     assert containers

@@ -11,11 +11,14 @@ import os
 import socket
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from core.config import ConfigError
+
+if TYPE_CHECKING:
+    from core.sla import SlaConfig
 
 
 def load_yaml(path: str | Path | None) -> dict[str, Any]:
@@ -86,3 +89,10 @@ def resolve_secrets(settings: Mapping[str, str], field: str = "kafka") -> dict[s
         except ConfigError as exc:
             raise ConfigError(f"{field}.{key}: {exc}") from None
     return out
+
+
+def load_sla(path: str | Path) -> SlaConfig:
+    """Read and validate the SLA YAML file at ``path``."""
+    from core.sla import parse_sla
+
+    return parse_sla(load_yaml(path))

@@ -19,9 +19,9 @@ import bcrypt
 import pytest
 from tls_material import TlsFiles, make_tls
 
-import core.webserver as ws
+import runtime.webserver as ws
 from core import gzip_parts
-from core.webconfig import WebConfig, load_web_config
+from runtime.webconfig import WebConfig, load_web_config
 
 BODY = b"# HELP x x\n# TYPE x gauge\nx 1\n"
 SHORT_S = 0.5  # every timeout, in these tests

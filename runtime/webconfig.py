@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from core.config import ConfigError, StageConfig, build
-from core.config_io import load_yaml
+from runtime.config_io import load_yaml
 
 #: exporter-toolkit's client_auth_type values and what Python's ssl module can enforce of each.
 CLIENT_AUTH = {

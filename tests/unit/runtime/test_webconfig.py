@@ -11,7 +11,7 @@ import pytest
 from tls_material import make_tls
 
 from core.config import ConfigError
-from core.webconfig import load_web_config, parse_basic_auth
+from runtime.webconfig import load_web_config, parse_basic_auth
 
 
 def basic(user: str, password: str) -> str:
@@ -178,7 +178,7 @@ def test_failures_are_never_remembered(tmp_path: Path, monkeypatch: pytest.Monke
 def test_bcrypt_checks_are_bounded_and_busy_is_not_a_no(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import core.webconfig as wc
+    import runtime.webconfig as wc
 
     monkeypatch.setattr(wc, "BCRYPT_WAIT_S", 0.2)
     hashed = bcrypt.hashpw(b"right", bcrypt.gensalt(rounds=4)).decode()

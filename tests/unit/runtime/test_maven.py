@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.maven import run_mvn
+from runtime.maven import run_mvn
 
 ROOT = Path(__file__).resolve().parents[3]
 

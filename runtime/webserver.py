@@ -41,7 +41,7 @@ from typing import Any
 
 from core import promproto
 from core.gzip_parts import PartsGzip
-from core.webconfig import READY_PATH, UNAUTHORIZED_HEADERS, WebConfig
+from runtime.webconfig import READY_PATH, UNAUTHORIZED_HEADERS, WebConfig
 
 #: zlib level of gzipped scrapes. At 10,000 probe partitions a whole body of 67 MB of text took
 #: 0.3 s of CPU at level 4 (4.3 MB) and 0.57 s at level 6 (4.0 MB); the protobuf body 6.6 MB and
