@@ -27,6 +27,7 @@ from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
 from monitor.exporter import ExporterConfig, LatencyExporter
 from monitor.exporter.server import GZIP_LEVEL
+from testkit.promproto_decode import read_varint
 
 RESOLUTIONS = (("10s", 10), ("1m", 60), ("1h", 3600))
 KINDS = ("e2e", "publish", "send_lag")
@@ -203,24 +204,13 @@ def _family_bytes_pb(body: bytes) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     pos = 0
     while pos < len(body):
-        size, start = _varint(body, pos)
+        size, start = read_varint(body, pos)
         message = body[start : start + size]
-        name_size, name_at = _varint(message, 1)  # field 1 (the name) comes first
+        name_size, name_at = read_varint(message, 1)  # field 1 (the name) comes first
         name = message[name_at : name_at + name_size].decode()
         out[name] = {"raw": size, "gzip": len(gzip.compress(message, compresslevel=GZIP_LEVEL))}
         pos = start + size
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["gzip"]))
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, pos
 
 
 def main() -> None:

@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 from e2e_servers import Process, Prometheus, free_port, http_json, require_prometheus, wait_until
-from promproto_decode import families
 from test_alerting_e2e import archived_e2e_max_s, nines
 
 from core import promproto
@@ -29,6 +28,7 @@ from monitor.exporter.exposition import NATIVE
 from monitor.exporter.native import bucket_width
 from streaming.archive import read_windows
 from testbroker import EmbeddedBroker
+from testkit.promproto_decode import families
 
 pytestmark = pytest.mark.slow
 

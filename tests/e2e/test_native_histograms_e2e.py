@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 from e2e_servers import Prometheus, require_prometheus, wait_until
 from prometheus_client.parser import text_string_to_metric_families
-from promproto_decode import families
 
 from core import promproto
 from core.hdr import HdrLayout, SparseHistogram
@@ -24,6 +23,7 @@ from monitor.exporter import LatencyExporter
 from monitor.exporter.exposition import NATIVE
 from monitor.exporter.native import bucket_width
 from probes.metrics import serve
+from testkit.promproto_decode import families
 
 NATIVE_FLAG = "--enable-feature=native-histograms"
 LAYOUT = HdrLayout()

@@ -1,6 +1,6 @@
 """The protobuf exposition: the same samples as the text format, served to whoever asks for it.
 
-Decoded by ``tests/promproto_decode.py`` (written from metrics.proto, independent of the
+Decoded by ``testkit/promproto_decode.py`` (written from metrics.proto, independent of the
 encoder); tests/e2e/test_native_histograms_e2e.py has a real Prometheus read both endpoints.
 """
 
@@ -12,7 +12,6 @@ import urllib.request
 import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from promproto_decode import families, native_buckets, samples
 
 from core import promproto
 from core.hdr import HdrLayout, SparseHistogram
@@ -21,6 +20,7 @@ from monitor.exporter import LatencyExporter
 from monitor.exporter.exposition import NATIVE
 from monitor.exporter.native import rebin
 from probes.metrics import serve
+from testkit.promproto_decode import families, native_buckets, samples
 
 LAYOUT = HdrLayout()
 PROMETHEUS_ACCEPT = (
@@ -172,9 +172,9 @@ def test_each_format_is_gzipped_once_and_served_with_its_type() -> None:
 
 @pytest.mark.parametrize("n", [0, 1, 127, 128, 300, 2**31 - 1, 2**32, 2**63 - 1])
 def test_varints_and_zigzag_decode_back(n: int) -> None:
-    from promproto_decode import _unzigzag, _varint
+    from testkit.promproto_decode import _unzigzag, read_varint
 
-    assert _varint(promproto.varint(n), 0) == (n, len(promproto.varint(n)))
+    assert read_varint(promproto.varint(n), 0) == (n, len(promproto.varint(n)))
     for signed in (n, -n, -n - 1):
         if -(2**63) <= signed < 2**63:
             assert _unzigzag(promproto.zigzag(signed)) == signed
@@ -182,7 +182,7 @@ def test_varints_and_zigzag_decode_back(n: int) -> None:
 
 def test_an_empty_native_histogram_still_reads_as_native() -> None:
     """No observation yet: the spec's no-op span and a nonzero zero threshold say "native"."""
-    from promproto_decode import decode
+    from testkit.promproto_decode import decode
 
     msg = promproto.native_histogram(promproto.labels({"a": "b"}), 0, 0.0, 8, 2.0**-128, 0, [], [])
     body = b"".join(promproto.family(promproto.family_head("h", "x", promproto.HISTOGRAM), [msg]))

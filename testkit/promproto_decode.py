@@ -1,4 +1,4 @@
-"""A protobuf wire *decoder* for the tests: reads delimited MetricFamily bodies back into dicts.
+"""A protobuf wire *decoder* for tests and benches: delimited MetricFamily bodies back as dicts.
 
 Independent of ``core.promproto`` (it knows the wire format and metrics.proto's field numbers,
 nothing of the encoder), so a round trip checks the encoder against the format, and a real
@@ -28,7 +28,8 @@ SCHEMA: dict[str, dict[int, tuple[str, str]]] = {
 REPEATED = {"metric", "label", "bucket", "positive_span", "positive_delta"}
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """A protobuf varint at ``pos``: (value, the position after it)."""
     shift = result = 0
     while True:
         b = buf[pos]
@@ -48,17 +49,17 @@ def decode(message: str, buf: bytes) -> dict[str, Any]:
     out: dict[str, Any] = {}
     pos = 0
     while pos < len(buf):
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         field, wire = key >> 3, key & 7
         name, kind = SCHEMA[message][field]
         if wire == 0:
-            raw, pos = _varint(buf, pos)
+            raw, pos = read_varint(buf, pos)
             value: Any = _unzigzag(raw) if kind == "sint" else raw
         elif wire == 1:
             (value,) = struct.unpack_from("<d", buf, pos)
             pos += 8
         elif wire == 2:
-            size, pos = _varint(buf, pos)
+            size, pos = read_varint(buf, pos)
             chunk = buf[pos : pos + size]
             pos += size
             if kind == "str":
@@ -66,7 +67,7 @@ def decode(message: str, buf: bytes) -> dict[str, Any]:
             elif kind == "packed_sint":
                 vals, p = [], 0
                 while p < len(chunk):
-                    raw, p = _varint(chunk, p)
+                    raw, p = read_varint(chunk, p)
                     vals.append(_unzigzag(raw))
                 out.setdefault(name, []).extend(vals)
                 continue
@@ -85,7 +86,7 @@ def families(body: bytes) -> list[dict[str, Any]]:
     """Every MetricFamily of a varint-delimited body."""
     out, pos = [], 0
     while pos < len(body):
-        size, pos = _varint(body, pos)
+        size, pos = read_varint(body, pos)
         out.append(decode("MetricFamily", body[pos : pos + size]))
         pos += size
     return out
