@@ -94,3 +94,24 @@ def test_a_stale_default_in_the_docs_is_caught() -> None:
     )
     assert stale != doc
     assert render(stale) == doc
+
+
+def test_a_probe_entry_without_a_setting_gets_the_models_default_not_the_charts() -> None:
+    """The chart writes only what a ``probes[]`` entry sets: the default stays on the model."""
+    from probes.config import ProbeConfig
+
+    values = {"probes": [{"cluster": "c1", "bootstrap": "kafka-a:9092"}]}
+    out = helm.Chart.load(str(CHART)).render(values, name="nines", namespace="monitoring")
+    (probe,) = [
+        yaml.safe_load(body)["probe"]
+        for name, text in out.items()
+        if not name.endswith("NOTES.txt")
+        for doc in yaml.safe_load_all(text)
+        if doc
+        for key, body in (doc.get("data") or {}).items()
+        if key == "probe.yaml"
+    ]
+    assert not {"topic", "rate", "size", "loss_timeout"} & set(probe)
+    written, default = build(ProbeConfig, probe), ProbeConfig(bootstrap="kafka-a:9092")
+    assert (written.topic, written.rate, written.size, written.loss_timeout) == (
+        default.topic, default.rate, default.size, default.loss_timeout)  # fmt: skip
