@@ -144,19 +144,47 @@ class RawReplayReader:
         from streaming.parse import parse_with_stamps
         from streaming.source import SOURCE_SCHEMA
 
+        clock = {"read_s": 0.0, "parse_s": 0.0, "combine_s": 0.0}
+        started = time.perf_counter()
         combiner = Combiner(self.windows, self.layout)  # type: ignore[attr-defined]
         with pa.memory_map(self.path) as source:  # type: ignore[attr-defined]
             column = pa.ipc.open_file(source).read_all().column("value")
             for offset in range(partition.start, partition.end, self.FETCH):
+                t = time.perf_counter()
                 values = column.slice(offset, min(self.FETCH, partition.end - offset)).to_pylist()
+                t1 = time.perf_counter()
                 parsed = parse_with_stamps(values, [None] * len(values), 300_000_000)
                 intended = parsed.column("intended_us")
                 ones = pc.add(pc.multiply(pc.fill_null(intended, 0), 0), 1)
                 marked = pa.RecordBatch.from_arrays(
                     [*parsed.columns, intended, ones], schema=SOURCE_SCHEMA
                 )
-                yield from combiner.add(marked)  # as the Kafka source: partials to Spark
-        yield from combiner.finish()
+                t2 = time.perf_counter()
+                out = list(combiner.add(marked))  # as the Kafka source: partials to Spark
+                t3 = time.perf_counter()
+                clock["read_s"] += t1 - t
+                clock["parse_s"] += t2 - t1
+                clock["combine_s"] += t3 - t2
+                yield from out
+        t = time.perf_counter()
+        out = list(combiner.finish())
+        clock["combine_s"] += time.perf_counter() - t
+        clock["task_s"] = time.perf_counter() - started
+        _task_line(partition, clock)
+        yield from out
+
+
+#: Env var naming a file that read tasks append one JSON line of their stage times to.
+TIMINGS_ENV = "NINES_AGG_TIMINGS"
+
+
+def _task_line(partition: Any, clock: dict[str, float]) -> None:
+    """One read task's stage seconds, appended to ``$NINES_AGG_TIMINGS`` (when set)."""
+    path = os.environ.get(TIMINGS_ENV)
+    if path:
+        line = {"start": partition.start, "end": partition.end, "pid": os.getpid(), **clock}
+        with open(path, "a") as f:
+            f.write(json.dumps(line) + "\n")
 
 
 def raw_replay_source() -> Any:
@@ -178,7 +206,13 @@ def raw_replay_source() -> Any:
 
 
 def run_worker(
-    path: str, master: str, rows_per_batch: int, expected: int, echo_format: str = "parsed"
+    path: str,
+    master: str,
+    rows_per_batch: int,
+    expected: int,
+    echo_format: str = "parsed",
+    confs: dict[str, str] | None = None,
+    trigger: str = "0.5s",
 ) -> dict[str, Any]:
     """In this process: replay the file through a ``StreamJob`` on ``master``; timings as JSON.
 
@@ -204,14 +238,18 @@ def run_worker(
             "bootstrap": "replay:0",
             "windows": "10s,1m,1h",
             "watermark": "2m",
-            "trigger": "0.5s",
+            "trigger": trigger,
             "metrics_port": 0,
             "master": master,
             "shuffle_partitions": cores,
             "state_store": os.environ.get("NINES_STATE_STORE", "rocksdb"),
         }
     )
+    timings = Path(tempfile.mkdtemp(prefix="nines-agg-t-")) / "tasks.jsonl"
+    os.environ[TIMINGS_ENV] = str(timings)  # before the JVM starts: its Python workers inherit
     spark = spark_session(config)
+    for key, value in (confs or {}).items():  # a lever tried on the stage breakdown
+        spark.conf.set(key, value)
     spark.dataSource.register(ReplayDataSource)
     fmt = "nines-replay"
     if echo_format != "parsed":
@@ -239,6 +277,16 @@ def run_worker(
         )
 
     job = StreamPipeline(config, spark=spark, on_batch=on_batch, source=source)
+    sink, sinks = job.job._sink, []
+
+    def timed_sink(df: Any, batch_id: int) -> None:  # the batch's execution apart from the sink
+        t0 = time.perf_counter()
+        table = df.toArrow()
+        t1 = time.perf_counter()
+        sink(_Materialised(table), batch_id)
+        sinks.append({"execute_s": t1 - t0, "sink_s": time.perf_counter() - t1})
+
+    job.job._sink = timed_sink  # type: ignore[method-assign]  # foreachBatch binds it at start
     started = time.perf_counter()
     job.start(serve=False)
     try:
@@ -275,13 +323,59 @@ def run_worker(
         "wall_s_incl_start": round(wall_s, 2),
         "max_state_rows": max(state, default=0),
         "state_rows_per_batch": state,
+        # Spark's own phases per batch (ms): addBatch, latestOffset, queryPlanning, walCommit...
+        "duration_ms": [p["durationMs"] for p in progress],
+        "state_operators": [
+            [
+                {k: op.get(k) for k in STATE_OP_KEYS if k in op}
+                | {k: v for k, v in op.get("customMetrics", {}).items() if k in STATE_CUSTOM_KEYS}
+                for op in p.get("stateOperators", [])
+            ]
+            for p in progress
+        ],
+        # the read tasks' own stages (raw formats): values out of the file, parse, combine
+        "read_tasks": [json.loads(x) for x in timings.read_text().splitlines()]
+        if timings.exists()
+        else [],
         "e2e_samples_counted": counted["e2e"],
         "job_cpu_s_steady": round(steady_cpu, 2) if steady_cpu is not None else None,
         "job_cpu_us_per_echo": (
             round(steady_cpu / measured_rows * 1e6, 2) if steady_cpu and measured_rows else None
         ),
         "load_avg_1m_end": round(os.getloadavg()[0], 2),
+        "confs": confs or {},
+        "trigger": trigger,
+        # per batch with output: df.toArrow() (read tasks, shuffles, state) and the sink proper
+        "sinks": [{k: round(v, 4) for k, v in s.items()} for s in sinks],
     }
+
+
+class _Materialised:
+    """A batch already turned into Arrow, handed to the job's own sink."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+
+    def toArrow(self) -> pa.Table:
+        return self.table
+
+
+#: Per state operator and batch: what the stage breakdown reads from Spark's progress.
+STATE_OP_KEYS = (
+    "operatorName",
+    "numRowsTotal",
+    "numRowsUpdated",
+    "numRowsRemoved",
+    "allUpdatesTimeMs",
+    "allRemovalsTimeMs",
+    "commitTimeMs",
+    "memoryUsedBytes",
+    "numShufflePartitions",
+    "numStateStoreInstances",
+)
+STATE_CUSTOM_KEYS = ("rocksdbCommitCheckpointLatency", "rocksdbCommitFlushLatency",
+                     "rocksdbCommitCompactLatency", "rocksdbCommitWriteBatchLatency",
+                     "rocksdbLoadedFromCloudLatencyMs", "rocksdbFilesCopiedBytes")  # fmt: skip
 
 
 def tree_cpu_s(roots: list[int]) -> float:
@@ -416,10 +510,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--format", default="parsed", help="worker: parsed, v1 or v2 values")
     ap.add_argument("--formats", action="store_true", help="v1 vs v2, parsing included")
+    ap.add_argument("--conf", action="append", default=[], help="worker: a Spark SQL conf K=V")
+    ap.add_argument("--trigger", default="0.5s", help="worker: the processing-time trigger")
     args = ap.parse_args(argv)
     if args.worker:
         path, master, rows, expected = args.worker
-        result = run_worker(path, master, int(rows), int(expected), args.format)
+        confs = dict(c.split("=", 1) for c in args.conf)
+        result = run_worker(
+            path, master, int(rows), int(expected), args.format, confs, args.trigger
+        )
         print(json.dumps(result), flush=True)
         return 0
     if args.formats:
