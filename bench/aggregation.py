@@ -35,8 +35,10 @@ BATCH_SPAN_US = 20_000_000
 HIGHEST_US = 3_600_000_000
 
 
-def generate(n: int, t0_us: int, seed: int = 7) -> pa.Table:
-    """Parsed echoes in event-time order: lognormal latencies, rare multi-second stalls, losses."""
+def generate(n: int, t0_us: int, seed: int = 7, partitions: int | None = None) -> pa.Table:
+    """Parsed echoes in event-time order: lognormal latencies, rare multi-second stalls, losses;
+    ``partitions`` probe partitions (series), round robin (``PROBE_PARTITIONS`` by default)."""
+    series = partitions or PROBE_PARTITIONS
     from streaming.source import SOURCE_SCHEMA
 
     rng = np.random.default_rng(seed)
@@ -51,8 +53,8 @@ def generate(n: int, t0_us: int, seed: int = 7) -> pa.Table:
         "reason": pa.nulls(n, pa.string()),
         "cluster": pa.array(np.full(n, "bench")),
         "topic": pa.array(np.full(n, "nines.probe")),
-        "partition": pa.array(np.arange(n, dtype=np.int64) % PROBE_PARTITIONS),
-        "leader": pa.array(np.arange(n, dtype=np.int64) % PROBE_PARTITIONS % 3 + 1),
+        "partition": pa.array(np.arange(n, dtype=np.int64) % series),
+        "leader": pa.array(np.arange(n, dtype=np.int64) % series % 3 + 1),
         "system": pa.array(np.full(n, "kafka")),
         "intended_us": pa.array(intended),
         "sent_us": pa.array(intended + 30),
@@ -258,12 +260,14 @@ def run_worker(
     counted = {"e2e": 0}
     roots = [os.getpid(), *(p.pid for p in (cluster.procs if cluster else []))]
     cpu_at_batch: list[float] = []
+    wall_at_batch: list[float] = []
 
     def on_batch(batch_id: int, windows: list[Any], counters: Any) -> None:
         for w in windows:
             if w.resolution == "10s" and w.series.kind == "e2e" and w.series.partition != "all":
                 counted["e2e"] += w.hist.total
         cpu_at_batch.append(tree_cpu_s(roots))
+        wall_at_batch.append(time.monotonic())
 
     def source(session: Any) -> Any:
         return (
@@ -317,6 +321,7 @@ def run_worker(
         "partials_per_batch": rows,
         "batches": len(progress),
         "rows_per_batch": rows_per_batch,
+        "echoes_per_batch": rows_per_batch * per_value,
         "echoes_per_s": round(measured_rows / measured_s) if measured_s else None,
         "batch_busy_s": [round(b, 2) for b in busy],
         "cold_batch_s": round(busy[0], 2),
@@ -344,6 +349,9 @@ def run_worker(
         ),
         "load_avg_1m_end": round(os.getloadavg()[0], 2),
         "confs": confs or {},
+        # the job's CPU (whole process tree) and the clock at the end of every batch's sink
+        "cpu_at_batch_s": [round(c, 3) for c in cpu_at_batch],
+        "wall_at_batch_s": [round(w - wall_at_batch[0], 3) for w in wall_at_batch],
         "trigger": trigger,
         # per batch with output: df.toArrow() (read tasks, shuffles, state) and the sink proper
         "sinks": [{k: round(v, 4) for k, v in s.items()} for s in sinks],

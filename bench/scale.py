@@ -78,10 +78,12 @@ def run_rows(quick: bool) -> list[dict[str, Any]]:
     return out
 
 
-def replay(path: str, master: str, rows: int, expected: int, fmt: str) -> dict[str, Any]:
+def replay(
+    path: str, master: str, rows: int, expected: int, fmt: str, trigger: str = "0.5s"
+) -> dict[str, Any]:
     """One ``bench.aggregation`` worker in a fresh process; its JSON."""
     cmd = [sys.executable, "-m", "bench.aggregation", "--worker", path, master, str(rows)]
-    cmd += [str(expected), "--format", fmt]
+    cmd += [str(expected), "--format", fmt, "--trigger", trigger]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=False)
     lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -145,11 +147,61 @@ def run_fixed(quick: bool) -> dict[str, Any]:
     }
 
 
+#: Live rates (echoes/s) of the ``live`` part, the job's default trigger, batches measured.
+LIVE_RATES = (1_000, 10_000, 100_000)
+LIVE_TRIGGER_S = 5.0
+LIVE_WARM_BATCHES, LIVE_BATCHES = 3, 6
+
+
+def run_live(quick: bool) -> list[dict[str, Any]]:
+    """The job's CPU at live rates: v2 echoes of 12 series replayed a trigger's worth per batch
+    with the default 5 s trigger, their event time advancing as fast as the wall clock (so
+    windows close as they would live); CPU of the whole job (driver, JVM, Python workers) over
+    the batches after the warm-up ones, per second of wall time."""
+    out = []
+    rates = LIVE_RATES[:2] if quick else LIVE_RATES
+    for rate in rates:
+        per_batch = int(rate * LIVE_TRIGGER_S)
+        n = per_batch * (LIVE_WARM_BATCHES + LIVE_BATCHES + 1)
+        saved = agg.PROBE_PARTITIONS, agg.BATCH_SPAN_US
+        agg.PROBE_PARTITIONS, agg.BATCH_SPAN_US = 12, int(1e12 / rate)  # 1M echoes' span
+        try:
+            with tempfile.TemporaryDirectory(prefix="nines-live-") as tmp:
+                paths, n = _files(tmp, n, ("v2",))
+                r = replay(
+                    paths["v2"], "local[2]", per_batch // agg.V2_BATCH, n, "v2",
+                    trigger=f"{LIVE_TRIGGER_S:g}s",
+                )  # fmt: skip
+        finally:
+            agg.PROBE_PARTITIONS, agg.BATCH_SPAN_US = saved
+        cpu, wall = r["cpu_at_batch_s"], r["wall_at_batch_s"]
+        a, b = LIVE_WARM_BATCHES, len(cpu) - 2  # not the closing batch
+        cpu_s, wall_s = cpu[b] - cpu[a], wall[b] - wall[a]
+        echoes = (b - a) * per_batch
+        out.append(
+            {
+                "echoes_per_s": rate,
+                "trigger_s": LIVE_TRIGGER_S,
+                "echoes_per_batch": per_batch,
+                "batches_measured": b - a,
+                "job_cpu_s": round(cpu_s, 2),
+                "wall_s": round(wall_s, 2),
+                "job_cpu_core_share": round(cpu_s / wall_s, 3) if wall_s else None,
+                "job_cpu_us_per_echo": round(cpu_s / echoes * 1e6, 2) if echoes else None,
+                "job_cpu_s_per_batch": round(cpu_s / (b - a), 3) if b > a else None,
+                "batch_busy_s": r["batch_busy_s"],
+                "load_avg_1m_end": r["load_avg_1m_end"],
+            }
+        )
+        print(json.dumps(out[-1]), flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m bench.scale [--quick] [--only rows,spark,fixed]``: writes ``scale.json``."""
     ap = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="rows,spark,fixed")
+    ap.add_argument("--only", default="rows,spark,fixed,live")
     ap.add_argument("--masters", default="local[1],local[2],standalone")
     ap.add_argument("--formats", default="parsed,v1,v2")
     ap.add_argument("--sizes", default="100000,1000000", help="echoes per micro-batch")
@@ -159,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     previous = RESULTS_DIR / "scale.json"
     if previous.exists():  # keep the parts not run now (each carries its own load figures)
         old = json.loads(previous.read_text())
-        payload |= {k: old[k] for k in ("rows", "spark", "fixed") if k in old}
+        payload |= {k: old[k] for k in ("rows", "spark", "fixed", "live") if k in old}
     if "rows" in parts:
         payload["rows"] = run_rows(args.quick)
     if "spark" in parts:
@@ -171,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     if "fixed" in parts:
         payload["fixed"] = run_fixed(args.quick)
+    if "live" in parts:
+        payload["live"] = run_live(args.quick)
     write_result("scale", payload)
     print(json.dumps({k: v for k, v in payload.items() if k != "spark"}, indent=2)[:4000])
     return 0
