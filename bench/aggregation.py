@@ -260,13 +260,16 @@ def run_worker(
     counted = {"e2e": 0}
     roots = [os.getpid(), *(p.pid for p in (cluster.procs if cluster else []))]
     cpu_at_batch: list[float] = []
+    roles_at_batch: list[dict[str, float]] = []
     wall_at_batch: list[float] = []
 
     def on_batch(batch_id: int, windows: list[Any], counters: Any) -> None:
         for w in windows:
             if w.resolution == "10s" and w.series.kind == "e2e" and w.series.partition != "all":
                 counted["e2e"] += w.hist.total
-        cpu_at_batch.append(tree_cpu_s(roots))
+        by_role = tree_cpu_by_role(roots)
+        cpu_at_batch.append(sum(by_role.values()))
+        roles_at_batch.append(by_role)
         wall_at_batch.append(time.monotonic())
 
     def source(session: Any) -> Any:
@@ -351,6 +354,7 @@ def run_worker(
         "confs": confs or {},
         # the job's CPU (whole process tree) and the clock at the end of every batch's sink
         "cpu_at_batch_s": [round(c, 3) for c in cpu_at_batch],
+        "cpu_by_role_at_batch_s": [{k: round(v, 3) for k, v in r.items()} for r in roles_at_batch],
         "wall_at_batch_s": [round(w - wall_at_batch[0], 3) for w in wall_at_batch],
         "trigger": trigger,
         # per batch with output: df.toArrow() (read tasks, shuffles, state) and the sink proper
@@ -384,6 +388,38 @@ STATE_OP_KEYS = (
 STATE_CUSTOM_KEYS = ("rocksdbCommitCheckpointLatency", "rocksdbCommitFlushLatency",
                      "rocksdbCommitCompactLatency", "rocksdbCommitWriteBatchLatency",
                      "rocksdbLoadedFromCloudLatencyMs", "rocksdbFilesCopiedBytes")  # fmt: skip
+
+
+#: Process roles of the job's tree, by a piece of their command line (first match wins).
+ROLES = (
+    ("jvm", "java"),
+    ("planner (Python data source)", "python_streaming_source_runner"),
+    ("Python workers", "pyspark.worker"),
+    ("Python workers", "pyspark.daemon"),
+)
+
+
+def tree_cpu_by_role(roots: list[int]) -> dict[str, float]:
+    """CPU seconds of ``roots``' process tree by role: the driver (``roots[0]``), the JVM, the
+    Python data source's planner, the Python workers (read tasks), anything else."""
+    from bench.procstat import cpu_s
+    from bench.stages import _descendants
+
+    out: dict[str, float] = {}
+    for root in roots:
+        for pid in _descendants(root):
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+                cpu = cpu_s(pid)
+            except OSError:
+                continue
+            role = "driver (Python)" if pid == roots[0] else "other"
+            for name, marker in ROLES:
+                if pid != roots[0] and marker in cmd:
+                    role = name
+                    break
+            out[role] = out.get(role, 0.0) + cpu
+    return out
 
 
 def tree_cpu_s(roots: list[int]) -> float:

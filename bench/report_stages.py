@@ -92,6 +92,12 @@ def stages_section(data: Json) -> str:
         rows = [[label, *[_s(per[k].get(label)) for k in names]] for label in labels]
         rows.append(["job CPU per batch (driver, JVM, Python workers)",
                      *[_s(cases[k].get("job_cpu_s_per_batch")) for k in names]])  # fmt: skip
+        roles = sorted({r for k in names for r in cases[k].get("job_cpu_s_per_batch_by_process")
+                        or {}})  # fmt: skip
+        for role in roles:
+            rows.append([f"· job CPU per batch: {role}",
+                         *[_s(_get(cases[k], "job_cpu_s_per_batch_by_process", role))
+                           for k in names]])  # fmt: skip
         rows.append(["echoes/s (median batch)",
                      *[_n(cases[k].get("echoes_per_s_median_batch")) for k in names]])  # fmt: skip
         rows.append(["rows into Spark per batch (partials)",

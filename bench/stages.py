@@ -179,6 +179,12 @@ def breakdown(run: dict[str, Any]) -> dict[str, Any]:
     task_keep = tasks[WARM_BATCHES * per_batch : -1] or tasks
     cores = int(MASTER.removeprefix("local[").removesuffix("]"))
     busy = [run["batch_busy_s"][i] for i in keep]
+    roles = run.get("cpu_by_role_at_batch_s") or []
+    names = sorted({k for r in roles for k in r})
+    cpu_roles = {
+        k: med([roles[i].get(k, 0) - roles[i - 1].get(k, 0) for i in keep if 0 < i < len(roles)])
+        for k in names
+    }
     return {
         "echoes_per_batch": run["echoes_per_batch"],
         "batches_measured": len(keep),
@@ -199,6 +205,8 @@ def breakdown(run: dict[str, Any]) -> dict[str, Any]:
         "job_cpu_s_per_batch": round(run["job_cpu_s_steady"] / max(batches - 2, 1), 3)
         if run.get("job_cpu_s_steady")
         else None,
+        # the job's CPU per batch by process (driver, JVM, planner, Python workers)
+        "job_cpu_s_per_batch_by_process": cpu_roles,
         "cold_batch_s": run["cold_batch_s"],
         "first_batches_s": run["batch_busy_s"][:WARM_BATCHES],
         "load_avg_1m_end": run["load_avg_1m_end"],
