@@ -150,7 +150,7 @@ def run_fixed(quick: bool) -> dict[str, Any]:
 #: Live rates (echoes/s) of the ``live`` part, the job's default trigger, batches measured.
 LIVE_RATES = (1_000, 10_000, 100_000)
 LIVE_TRIGGER_S = 5.0
-LIVE_WARM_BATCHES, LIVE_BATCHES = 3, 6
+LIVE_WARM_BATCHES, LIVE_BATCHES = 3, 5
 
 
 def run_live(quick: bool) -> list[dict[str, Any]]:

@@ -122,7 +122,7 @@ def replay(
                 if daemon is not None:
                     raw = Path(tmp) / "spy.txt"
                     spy = subprocess.Popen(
-                        ["py-spy", "record", "--pid", str(daemon), "--subprocesses", "--rate",
+                        [_py_spy(), "record", "--pid", str(daemon), "--subprocesses", "--rate",
                          "50", "--format", "raw", "--output", str(raw), "--nonblocking"],
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                     )  # fmt: skip
@@ -139,6 +139,12 @@ def replay(
     if top is not None:
         result["py_spy_top"] = top
     return result
+
+
+def _py_spy() -> str:
+    """py-spy beside this interpreter (``pip install py-spy``), else the one on PATH."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if beside.exists() else "py-spy"
 
 
 def _top_functions(raw: Path, n: int = 15) -> list[dict[str, Any]]:
