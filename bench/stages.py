@@ -88,13 +88,14 @@ def _descendants(root: int) -> list[int]:
 
 
 def _daemon(root: int) -> int | None:
-    """The pyspark.daemon under ``root`` (it forks the Python workers), if it runs yet."""
+    """The pyspark.daemon under ``root`` that forks the read tasks' workers (``pyspark.worker``;
+    the data source's lookup and planning daemons are others), once it runs."""
     for pid in _descendants(root):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"pyspark.daemon" in cmd:
+        if b"pyspark.daemon" in cmd and b"pyspark.worker" in cmd:
             return pid
     return None
 
