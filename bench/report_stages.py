@@ -108,6 +108,7 @@ def stages_section(data: Json) -> str:
         rows.append(["load average (1 min) at the end",
                      *[str(cases[k].get("load_avg_1m_end")) for k in names]])  # fmt: skip
         out.append(_table(header, rows))
+        out.append(_reading(cases))
         spies = [(k, c["py_spy_top"]) for k, c in cases.items() if c.get("py_spy_top")]
         for k, top in spies:
             funcs = ", ".join(f"`{t['function']}` {t['share'] * 100:.0f} %" for t in top[:8])
@@ -143,6 +144,41 @@ def stages_section(data: Json) -> str:
             "(the load moved between them: compare within a row's load):\n\n" + _table(header, rows)
         )
     return "\n\n".join(out) + "\n"
+
+
+def _reading(cases: Mapping[str, Any]) -> str:
+    """What the table says, computed: whose CPU the fixed cost is, and its share of a large
+    batch's time."""
+    fixed, large = cases.get("fixed"), cases.get("large")
+    parts = []
+    if isinstance(fixed, Mapping) and fixed.get("job_cpu_s_per_batch_by_process"):
+        roles = fixed["job_cpu_s_per_batch_by_process"]
+        role, cpu = max(roles.items(), key=lambda kv: kv[1])
+        total = sum(roles.values())
+        parts.append(
+            f"With {_n(fixed.get('echoes_per_batch'))} echoes a batch, the {role} spends "
+            f"{_s(cpu)} of the job's {_s(total)} of CPU per batch ({cpu / total * 100:.0f} %): "
+            "the fixed cost of a micro-batch is Spark's own per-batch machinery (planning both "
+            "stateful steps, scheduling their stages and shuffles, committing the state stores "
+            "and the offset and commit logs), not Python."
+            if total
+            else ""
+        )
+    if isinstance(fixed, Mapping) and isinstance(large, Mapping):
+        f, g = fixed.get("batch_s_median"), large.get("batch_s_median")
+        if f and g:
+            per_echo = (float(g) - float(f)) / float(large.get("echoes_per_batch") or 1)
+            parts.append(
+                f"A batch of {_n(large.get('echoes_per_batch'))} echoes took {_s(g)}, of which "
+                f"the fixed cost is {_s(f)} ({float(f) / float(g) * 100:.0f} %); the echoes "
+                f"themselves cost {per_echo * 1e6:.2f} µs each on top"
+                + (
+                    f" ({1 / per_echo:,.0f} echoes/s were the fixed cost zero)."
+                    if per_echo > 0
+                    else "."
+                )
+            )
+    return " ".join(p for p in parts if p)
 
 
 def _verdict(ok: bool | None) -> str:

@@ -45,7 +45,9 @@ def test_stage_rows_split_the_execution_into_reader_state_and_the_rest() -> None
 
 def test_stages_section_and_cost_model_come_from_the_json() -> None:
     stages = {"command": "python -m bench.stages --levers", "setup": "SETUP", "cases":
-              {"fixed": CASE | {"echoes_per_batch": 500}, "large": CASE},
+              {"fixed": CASE | {"echoes_per_batch": 500, "batch_s_median": 1.0,
+                                "job_cpu_s_per_batch_by_process": {"jvm": 0.8, "other": 0.2}},
+               "large": CASE},
               "levers": [{"lever": "1 shuffle partition", "confs":
                           {"spark.sql.shuffle.partitions": "1"}, "batch_s_median": 0.8,
                           "execute_s": 0.6, "state_task_s": {"op0_commitTimeMs": 0.06},
@@ -54,6 +56,8 @@ def test_stages_section_and_cost_model_come_from_the_json() -> None:
     assert text.startswith(STAGES_TITLE) and "SETUP" in text
     assert "| 500 echoes a batch | 400,000 echoes a batch |" in text
     assert "`index_of (core/hdr.py:96)` 25 %" in text
+    assert "the jvm spends 800 ms of the job's 1.00 s of CPU per batch (80 %)" in text
+    assert "took 1.90 s, of which the fixed cost is 1.00 s (53 %)" in text
     assert (
         "| 1 shuffle partition | `spark.sql.shuffle.partitions=1` | 800 ms | 600 ms | 60 ms" in text
     )
@@ -73,4 +77,4 @@ def test_stages_section_and_cost_model_come_from_the_json() -> None:
     assert "| local[2] / local[1] end to end, kafka v2 | 1.2× | ≥ 1.8× **not met** |" in cost
     assert "30,104 state rows, 8.0 MiB state memory, job peak RSS 2,300 MiB" in cost
     assert "| live: 1,000 echoes/s, trigger 5.0 s | 0.2 of a core" in cost
-    assert "fixed cost of a micro-batch (500 echoes, local[2]) | 1.90 s wall, 2.50 s CPU" in cost
+    assert "fixed cost of a micro-batch (500 echoes, local[2]) | 1.00 s wall, 2.50 s CPU" in cost
