@@ -470,7 +470,20 @@ def scale_section(sc: Json) -> str:
             f"{fixed.get('fixed_batch_s_median')} s (median). Job CPU at 1,500 echoes/s with "
             f"a 5 s trigger: {fixed.get('job_cpu_core_share_at_1500_per_s_5s_trigger')} of a core."
         )
-    live = sc.get("live")
+    for key, intro in (
+        ("live", "The job's CPU at live rates (`python -m bench.scale --only live`): "),
+        ("live_levers", "The same with both fixed-cost levers of the stage breakdown (the "
+         "in-memory state store and 1 shuffle partition; `python -m bench.scale --only "
+         "live_levers`): "),
+    ):  # fmt: skip
+        live = sc.get(key)
+        if live:
+            out.append(_live_table(live, intro))
+    return "\n\n".join(out) + "\n"
+
+
+def _live_table(live: list[Json], intro: str) -> str:
+    """One row per live rate: the job's CPU in cores, per echo and per batch."""
     if live:
         rows = [
             [f"{r['echoes_per_s']:,}", f"{r['echoes_per_batch']:,}", str(r["batches_measured"]),
@@ -481,15 +494,15 @@ def scale_section(sc: Json) -> str:
         ]  # fmt: skip
         header = ["echoes/s", "echoes a batch", "batches measured", "job CPU (cores)",
                   "CPU µs per echo", "CPU per batch", "batch times (s)", "load"]  # fmt: skip
-        out.append(
-            "The job's CPU at live rates (`python -m bench.scale --only live`): v2 echoes of 12 "
+        return (
+            intro + "v2 echoes of 12 "
             "series replayed a 5 s trigger's worth per micro-batch (the default trigger), their "
             "event time advancing with the wall clock so windows close as they would live; CPU "
             "of the whole job (driver, JVM, Python workers) over the batches after 3 warm-up "
             "ones, per second of wall time. Target: ≤ 0.1 of a core at 1,500 echoes/s.\n\n"
             + table(header, rows)
         )
-    return "\n\n".join(out) + "\n"
+    return ""
 
 
 def aggregation_section(agg: Json) -> str:

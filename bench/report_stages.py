@@ -109,7 +109,12 @@ def stages_section(data: Json) -> str:
                      *[str(cases[k].get("load_avg_1m_end")) for k in names]])  # fmt: skip
         out.append(_table(header, rows))
         out.append(_reading(cases))
-        spies = [(k, c["py_spy_top"]) for k, c in cases.items() if c.get("py_spy_top")]
+        # only samples of the read tasks' workers (an earlier run sampled another daemon)
+        spies = [
+            (k, c["py_spy_top"])
+            for k, c in cases.items()
+            if c.get("py_spy_top") and c.get("py_spy_process")
+        ]
         for k, top in spies:
             funcs = ", ".join(f"`{t['function']}` {t['share'] * 100:.0f} %" for t in top[:8])
             out.append(
@@ -261,17 +266,19 @@ def cost_model_section(
                 f"`{(stages or {}).get('command', 'python -m bench.stages')}`",
             ]
         )
-    for r in (scale or {}).get("live") or []:
+    live = [(r, "") for r in (scale or {}).get("live") or []]
+    live += [(r, ", both levers") for r in (scale or {}).get("live_levers") or []]
+    for r, lever in live:
         share = r.get("job_cpu_core_share")
         rate = int(r.get("echoes_per_s") or 0)
         rows.append(
             [
-                f"live: {rate:,} echoes/s, trigger {r.get('trigger_s')} s",
+                f"live: {rate:,} echoes/s, trigger {r.get('trigger_s')} s{lever}",
                 f"{share} of a core, {r.get('job_cpu_us_per_echo')} µs CPU per echo, "
                 f"{_s(r.get('job_cpu_s_per_batch'))} CPU per batch (load "
                 f"{r.get('load_avg_1m_end')})",
                 "",
-                "`python -m bench.scale --only live`",
+                f"`python -m bench.scale --only live{'_levers' if lever else ''}`",
             ]
         )
     if not rows:

@@ -139,6 +139,7 @@ def replay(
     result: dict[str, Any] = json.loads(lines[-1])
     if top is not None:
         result["py_spy_top"] = top
+        result["py_spy_process"] = "pyspark.daemon pyspark.worker (the read tasks' workers)"
     return result
 
 
@@ -219,6 +220,7 @@ def breakdown(run: dict[str, Any]) -> dict[str, Any]:
         "load_avg_1m_end": run["load_avg_1m_end"],
         "confs": run.get("confs", {}),
         "py_spy_top": run.get("py_spy_top"),
+        "py_spy_process": run.get("py_spy_process"),
     }
 
 

@@ -31,6 +31,7 @@ CASE: dict[str, Any] = {
     "first_batches_s": [24.1, 16.9, 10.1],
     "load_avg_1m_end": 4.2,
     "py_spy_top": [{"function": "index_of (core/hdr.py:96)", "share": 0.25}],
+    "py_spy_process": "pyspark.daemon pyspark.worker",
 }  # fmt: skip
 
 
