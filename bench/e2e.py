@@ -661,7 +661,7 @@ def run_e2e(
         sizes = (old.get("sizes") or {}) | sizes
     scaling = {}
     for engine in engines:
-        for fmt in formats:
+        for fmt in FORMATS:  # the kept runs' too
             one = (runs.get(f"{engine} {fmt} local[1]") or {}).get("echoes_per_s")
             two = (runs.get(f"{engine} {fmt} local[2]") or {}).get("echoes_per_s")
             if one and two:

@@ -210,17 +210,32 @@ def cost_model_section(
                 f"`{(e2e or {}).get('command', 'python -m bench.e2e')}`",
             ]
         )
-    for key, ratio in ((e2e or {}).get("scaling_local2_over_local1") or {}).items():
+    from bench.report_e2e import scaling
+
+    ratios = scaling(e2e or {}) or (e2e or {}).get("scaling_local2_over_local1") or {}
+    for key, ratio in ratios.items():
         target = (e2e or {}).get("target_scaling") or 1.8
         rows.append(
             [f"local[2] / local[1] end to end, {key}", f"{ratio}×",
              f"≥ {target}× {_verdict(ratio >= target)}", "`python -m bench.e2e`"]
         )  # fmt: skip
+    large = _get(stages, "cases", "large")
+    if isinstance(large, Mapping) and large.get("echoes_per_s_median_batch"):
+        per_s = large["echoes_per_s_median_batch"]
+        rows.append(
+            [
+                f"apart from Kafka, v2, local[2], {_n(large.get('echoes_per_batch'))} echoes a "
+                "batch (median batch)",
+                f"**{_n(per_s)} echoes/s** (load {large.get('load_avg_1m_end')})",
+                f"≥ 1,000,000/s {_verdict(per_s >= 1_000_000)}",
+                "`python -m bench.stages --only large`",
+            ]
+        )
     for r in (scale or {}).get("spark") or []:
         rows.append(
             [
                 f"apart from Kafka, {r.get('echo_format')}, {r.get('master')}, "
-                f"{_n(r.get('echoes_per_batch'))} echoes a batch",
+                f"{_n(r.get('echoes_per_batch'))} echoes a batch (run {r.get('run', '?')})",
                 f"{_n(r.get('echoes_per_s'))} echoes/s (load {r.get('load_avg_1m_end')})",
                 "v2 ≥ 1,000,000/s on local[2] "
                 + _verdict((r.get("echoes_per_s") or 0) >= 1_000_000)

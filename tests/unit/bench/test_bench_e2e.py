@@ -195,6 +195,12 @@ def test_e2e_scaling_target_is_local2_over_local1_of_every_run() -> None:
     both["scaling_local2_over_local1"] = {"kafka v2": 1.9}
     assert e2e_targets(both)["local[2] / local[1] ≥ 1.8"] is True
     assert "local[2] / local[1] kafka v2 1.9×" in headline_e2e(both)
+    # from the runs themselves when both masters ran
+    runs = {
+        "kafka v2 local[1]": {**_run("v2", "kafka", 100_000, 1.0), "master": "local[1]"},
+        "kafka v2 local[2]": _run("v2", "kafka", 190_000, 1.9),
+    }
+    assert e2e_targets({**E2E, "runs": runs})["local[2] / local[1] ≥ 1.8"] is True
 
 
 def test_e2e_section_rows_stages_and_headline_come_from_the_json() -> None:
