@@ -36,8 +36,10 @@ BATCH_SPAN_US = 20_000_000
 HIGHEST_US = 3_600_000_000
 
 
-def generate(n: int, t0_us: int, seed: int = 7) -> pa.Table:
-    """Parsed echoes in event-time order: lognormal latencies, rare multi-second stalls, losses."""
+def generate(n: int, t0_us: int, seed: int = 7, partitions: int | None = None) -> pa.Table:
+    """Parsed echoes in event-time order: lognormal latencies, rare multi-second stalls, losses;
+    ``partitions`` probe partitions (series), round robin (``PROBE_PARTITIONS`` by default)."""
+    series = partitions or PROBE_PARTITIONS
     from streaming.marks import SOURCE_SCHEMA
 
     rng = np.random.default_rng(seed)
@@ -52,8 +54,8 @@ def generate(n: int, t0_us: int, seed: int = 7) -> pa.Table:
         "reason": pa.nulls(n, pa.string()),
         "cluster": pa.array(np.full(n, "bench")),
         "topic": pa.array(np.full(n, "nines.probe")),
-        "partition": pa.array(np.arange(n, dtype=np.int64) % PROBE_PARTITIONS),
-        "leader": pa.array(np.arange(n, dtype=np.int64) % PROBE_PARTITIONS % 3 + 1),
+        "partition": pa.array(np.arange(n, dtype=np.int64) % series),
+        "leader": pa.array(np.arange(n, dtype=np.int64) % series % 3 + 1),
         "system": pa.array(np.full(n, "kafka")),
         "intended_us": pa.array(intended),
         "sent_us": pa.array(intended + 30),
@@ -145,19 +147,47 @@ class RawReplayReader:
         from streaming.marks import SOURCE_SCHEMA
         from streaming.parse import parse_with_stamps
 
+        clock = {"read_s": 0.0, "parse_s": 0.0, "combine_s": 0.0}
+        started = time.perf_counter()
         combiner = Combiner(self.windows, self.layout)  # type: ignore[attr-defined]
         with pa.memory_map(self.path) as source:  # type: ignore[attr-defined]
             column = pa.ipc.open_file(source).read_all().column("value")
             for offset in range(partition.start, partition.end, self.FETCH):
+                t = time.perf_counter()
                 values = column.slice(offset, min(self.FETCH, partition.end - offset)).to_pylist()
+                t1 = time.perf_counter()
                 parsed = parse_with_stamps(values, [None] * len(values), 300_000_000)
                 intended = parsed.column("intended_us")
                 ones = pc.add(pc.multiply(pc.fill_null(intended, 0), 0), 1)
                 marked = pa.RecordBatch.from_arrays(
                     [*parsed.columns, intended, ones], schema=SOURCE_SCHEMA
                 )
-                yield from combiner.add(marked)  # as the Kafka source: partials to Spark
-        yield from combiner.finish()
+                t2 = time.perf_counter()
+                out = list(combiner.add(marked))  # as the Kafka source: partials to Spark
+                t3 = time.perf_counter()
+                clock["read_s"] += t1 - t
+                clock["parse_s"] += t2 - t1
+                clock["combine_s"] += t3 - t2
+                yield from out
+        t = time.perf_counter()
+        out = list(combiner.finish())
+        clock["combine_s"] += time.perf_counter() - t
+        clock["task_s"] = time.perf_counter() - started
+        _task_line(partition, clock)
+        yield from out
+
+
+#: Env var naming a file that read tasks append one JSON line of their stage times to.
+TIMINGS_ENV = "NINES_AGG_TIMINGS"
+
+
+def _task_line(partition: Any, clock: dict[str, float]) -> None:
+    """One read task's stage seconds, appended to ``$NINES_AGG_TIMINGS`` (when set)."""
+    path = os.environ.get(TIMINGS_ENV)
+    if path:
+        line = {"start": partition.start, "end": partition.end, "pid": os.getpid(), **clock}
+        with open(path, "a") as f:
+            f.write(json.dumps(line) + "\n")
 
 
 def raw_replay_source() -> Any:
@@ -179,7 +209,13 @@ def raw_replay_source() -> Any:
 
 
 def run_worker(
-    path: str, master: str, rows_per_batch: int, expected: int, echo_format: str = "parsed"
+    path: str,
+    master: str,
+    rows_per_batch: int,
+    expected: int,
+    echo_format: str = "parsed",
+    confs: dict[str, str] | None = None,
+    trigger: str = "0.5s",
 ) -> dict[str, Any]:
     """In this process: replay the file through a ``StreamJob`` on ``master``; timings as JSON.
 
@@ -204,14 +240,18 @@ def run_worker(
             "bootstrap": "replay:0",
             "windows": "10s,1m,1h",
             "watermark": "2m",
-            "trigger": "0.5s",
+            "trigger": trigger,
             "metrics_port": 0,
             "master": master,
             "shuffle_partitions": cores,
             "state_store": os.environ.get("NINES_STATE_STORE", "rocksdb"),
         }
     )
+    timings = Path(tempfile.mkdtemp(prefix="nines-agg-t-")) / "tasks.jsonl"
+    os.environ[TIMINGS_ENV] = str(timings)  # before the JVM starts: its Python workers inherit
     spark = spark_session(config)
+    for key, value in (confs or {}).items():  # a lever tried on the stage breakdown
+        spark.conf.set(key, value)
     spark.dataSource.register(ReplayDataSource)
     fmt = "nines-replay"
     if echo_format != "parsed":
@@ -220,12 +260,17 @@ def run_worker(
     counted = {"e2e": 0}
     roots = [os.getpid(), *(p.pid for p in (cluster.procs if cluster else []))]
     cpu_at_batch: list[float] = []
+    roles_at_batch: list[dict[str, float]] = []
+    wall_at_batch: list[float] = []
 
     def on_batch(batch_id: int, windows: list[Any], counters: Any) -> None:
         for w in windows:
             if w.resolution == "10s" and w.series.kind == "e2e" and w.series.partition != "all":
                 counted["e2e"] += w.hist.total
-        cpu_at_batch.append(tree_cpu_s(roots))
+        by_role = tree_cpu_by_role(roots)
+        cpu_at_batch.append(sum(by_role.values()))
+        roles_at_batch.append(by_role)
+        wall_at_batch.append(time.monotonic())
 
     def source(session: Any) -> Any:
         return (
@@ -239,6 +284,16 @@ def run_worker(
         )
 
     job = StreamPipeline(config, spark=spark, on_batch=on_batch, source=source)
+    sink, sinks = job.job._sink, []
+
+    def timed_sink(df: Any, batch_id: int) -> None:  # the batch's execution apart from the sink
+        t0 = time.perf_counter()
+        table = df.toArrow()
+        t1 = time.perf_counter()
+        sink(_Materialised(table), batch_id)
+        sinks.append({"execute_s": t1 - t0, "sink_s": time.perf_counter() - t1})
+
+    job.job._sink = timed_sink  # type: ignore[method-assign]  # foreachBatch binds it at start
     started = time.perf_counter()
     job.start(serve=False)
     try:
@@ -269,19 +324,102 @@ def run_worker(
         "partials_per_batch": rows,
         "batches": len(progress),
         "rows_per_batch": rows_per_batch,
+        "echoes_per_batch": rows_per_batch * per_value,
         "echoes_per_s": round(measured_rows / measured_s) if measured_s else None,
         "batch_busy_s": [round(b, 2) for b in busy],
         "cold_batch_s": round(busy[0], 2),
         "wall_s_incl_start": round(wall_s, 2),
         "max_state_rows": max(state, default=0),
         "state_rows_per_batch": state,
+        # Spark's own phases per batch (ms): addBatch, latestOffset, queryPlanning, walCommit...
+        "duration_ms": [p["durationMs"] for p in progress],
+        "state_operators": [
+            [
+                {k: op.get(k) for k in STATE_OP_KEYS if k in op}
+                | {k: v for k, v in op.get("customMetrics", {}).items() if k in STATE_CUSTOM_KEYS}
+                for op in p.get("stateOperators", [])
+            ]
+            for p in progress
+        ],
+        # the read tasks' own stages (raw formats): values out of the file, parse, combine
+        "read_tasks": [json.loads(x) for x in timings.read_text().splitlines()]
+        if timings.exists()
+        else [],
         "e2e_samples_counted": counted["e2e"],
         "job_cpu_s_steady": round(steady_cpu, 2) if steady_cpu is not None else None,
         "job_cpu_us_per_echo": (
             round(steady_cpu / measured_rows * 1e6, 2) if steady_cpu and measured_rows else None
         ),
         "load_avg_1m_end": round(os.getloadavg()[0], 2),
+        "confs": confs or {},
+        # the job's CPU (whole process tree) and the clock at the end of every batch's sink
+        "cpu_at_batch_s": [round(c, 3) for c in cpu_at_batch],
+        "cpu_by_role_at_batch_s": [{k: round(v, 3) for k, v in r.items()} for r in roles_at_batch],
+        "wall_at_batch_s": [round(w - wall_at_batch[0], 3) for w in wall_at_batch],
+        "trigger": trigger,
+        # per batch with output: df.toArrow() (read tasks, shuffles, state) and the sink proper
+        "sinks": [{k: round(v, 4) for k, v in s.items()} for s in sinks],
     }
+
+
+class _Materialised:
+    """A batch already turned into Arrow, handed to the job's own sink."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+
+    def toArrow(self) -> pa.Table:
+        return self.table
+
+
+#: Per state operator and batch: what the stage breakdown reads from Spark's progress.
+STATE_OP_KEYS = (
+    "operatorName",
+    "numRowsTotal",
+    "numRowsUpdated",
+    "numRowsRemoved",
+    "allUpdatesTimeMs",
+    "allRemovalsTimeMs",
+    "commitTimeMs",
+    "memoryUsedBytes",
+    "numShufflePartitions",
+    "numStateStoreInstances",
+)
+STATE_CUSTOM_KEYS = ("rocksdbCommitCheckpointLatency", "rocksdbCommitFlushLatency",
+                     "rocksdbCommitCompactLatency", "rocksdbCommitWriteBatchLatency",
+                     "rocksdbLoadedFromCloudLatencyMs", "rocksdbFilesCopiedBytes")  # fmt: skip
+
+
+#: Process roles of the job's tree, by a piece of their command line (first match wins).
+ROLES = (
+    ("jvm", "java"),
+    ("planner (Python data source)", "python_streaming_source_runner"),
+    ("Python workers", "pyspark.worker"),
+    ("Python workers", "pyspark.daemon"),
+)
+
+
+def tree_cpu_by_role(roots: list[int]) -> dict[str, float]:
+    """CPU seconds of ``roots``' process tree by role: the driver (``roots[0]``), the JVM, the
+    Python data source's planner, the Python workers (read tasks), anything else."""
+    from bench.procstat import cpu_s
+    from bench.stages import _descendants
+
+    out: dict[str, float] = {}
+    for root in roots:
+        for pid in _descendants(root):
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+                cpu = cpu_s(pid)
+            except OSError:
+                continue
+            role = "driver (Python)" if pid == roots[0] else "other"
+            for name, marker in ROLES:
+                if pid != roots[0] and marker in cmd:
+                    role = name
+                    break
+            out[role] = out.get(role, 0.0) + cpu
+    return out
 
 
 def tree_cpu_s(roots: list[int]) -> float:
@@ -416,10 +554,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--format", default="parsed", help="worker: parsed, v1 or v2 values")
     ap.add_argument("--formats", action="store_true", help="v1 vs v2, parsing included")
+    ap.add_argument("--conf", action="append", default=[], help="worker: a Spark SQL conf K=V")
+    ap.add_argument("--trigger", default="0.5s", help="worker: the processing-time trigger")
     args = ap.parse_args(argv)
     if args.worker:
         path, master, rows, expected = args.worker
-        result = run_worker(path, master, int(rows), int(expected), args.format)
+        confs = dict(c.split("=", 1) for c in args.conf)
+        result = run_worker(
+            path, master, int(rows), int(expected), args.format, confs, args.trigger
+        )
         print(json.dumps(result), flush=True)
         return 0
     if args.formats:

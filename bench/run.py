@@ -32,6 +32,7 @@ PARTS = (
     "formats",
     "compare",
     "scale",
+    "stages",
 )
 
 
@@ -91,7 +92,7 @@ def _aggregation(quick: bool) -> None:
 
 
 def _e2e(quick: bool) -> None:
-    """End to end through the mock and Tansu, v1 and v2, with stages (``bench.e2e``)."""
+    """End to end through Apache Kafka, v1 and v2, local[1] and local[2] (``bench.e2e``)."""
     from bench.e2e import run_e2e
 
     result = run_e2e(quick=quick)
@@ -151,6 +152,14 @@ def _scale(quick: bool) -> None:
         raise RuntimeError("bench.scale failed")
 
 
+def _stages(quick: bool) -> None:
+    """Where a micro-batch's time goes apart from Kafka, and the levers (``bench.stages``)."""
+    from bench.stages import main as stages
+
+    if stages(["--levers", *(["--quick"] if quick else [])]) != 0:
+        raise RuntimeError("bench.stages failed")
+
+
 RUNNERS: dict[str, Callable[[bool], None]] = {
     "accuracy": _accuracy,
     "co": _co,
@@ -163,6 +172,7 @@ RUNNERS: dict[str, Callable[[bool], None]] = {
     "formats": _formats,
     "compare": _compare,
     "scale": _scale,
+    "stages": _stages,
 }
 
 

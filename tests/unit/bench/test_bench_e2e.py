@@ -128,8 +128,13 @@ def _run(fmt: str, engine: str, per_s: int, ratio: float) -> dict[str, Any]:
     return {
         "engine": engine,
         "echo_format": fmt,
+        "master": "local[2]",
         "echoes_per_s": per_s,
-        "steady_echoes_per_s": per_s + 1,
+        "steady_echoes_per_s": per_s,
+        "steady_batches": 5,
+        "batch_echoes": 250_000,
+        "all_batches_echoes_per_s": per_s + 1,
+        "load_avg_1m_end": 3.5,
         "wall_echoes_per_s": per_s // 2,
         "vs_hdrh_loop": ratio,
         "vs_hdrh_loop_incl_decode": ratio * 2,
@@ -185,12 +190,26 @@ def test_e2e_targets_hold_only_when_every_broker_meets_them() -> None:
     }
 
 
+def test_e2e_scaling_target_is_local2_over_local1_of_every_run() -> None:
+    both = {**E2E, "scaling_local2_over_local1": {"kafka v2": 1.9, "kafka v1": 1.5}}
+    assert e2e_targets(both)["local[2] / local[1] ≥ 1.8"] is False
+    both["scaling_local2_over_local1"] = {"kafka v2": 1.9}
+    assert e2e_targets(both)["local[2] / local[1] ≥ 1.8"] is True
+    assert "local[2] / local[1] kafka v2 1.9×" in headline_e2e(both)
+    # from the runs themselves when both masters ran
+    runs = {
+        "kafka v2 local[1]": {**_run("v2", "kafka", 100_000, 1.0), "master": "local[1]"},
+        "kafka v2 local[2]": _run("v2", "kafka", 190_000, 1.9),
+    }
+    assert e2e_targets({**E2E, "runs": runs})["local[2] / local[1] ≥ 1.8"] is True
+
+
 def test_e2e_section_rows_stages_and_headline_come_from_the_json() -> None:
     text = e2e_section(E2E)
     assert text.startswith(E2E_TITLE) and "SETUP-TEXT" in text
     assert (
-        "| mock v2 | **1,200,000** | 1,200,001 | 600,000 | 30.0× (60.0×) | 1,000 (73.1 B/echo) "
-        "| 1.5, 0.25 | 3.0 s | 40.0 % | 12,345 |" in text
+        "| mock v2 | **1,200,000** | 5 × 250,000 | 1,200,001 | 600,000 | 30.0× (60.0×) "
+        "| 1,000 (73.1 B/echo) | 1.5, 0.25 | 3.0 s | 40.0 % | 12,345 | 3.5 |" in text
     )
     assert "| tansu v2 | **failed**: broker gone |" in text
     # task seconds count half (2 cores): combine 4.0 s → 2.00 s of a 10 s batch time

@@ -256,3 +256,16 @@ def test_each_kind_is_the_echo_reference_latency(cases: list[tuple[int, int, int
             assert (row["n"], row["max_us"], row["sum_us"]) == (1, latency, latency), (kind, e)
             assert row["lost"] == (1 if kind == "e2e" and e.lost else 0)
     assert not got
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(source_row().filter(lambda r: r["rtype"] == "echo"), min_size=1, max_size=200))
+def test_echo_only_batches_equal_the_reference(rows: list[dict[str, Any]]) -> None:
+    """Batches of echoes alone take the numpy path (``_echo_buckets``): the same rows."""
+    table = pa.Table.from_pylist(rows, schema=SOURCE_SCHEMA)
+    got = combine(table, SPEC, LAYOUT)
+    assert got.schema == BUCKET_SCHEMA
+    assert as_dict(got) == reference(rows)
+    assert as_dict(combine_mod.merge_partials([got, got])) == {
+        k: [2 * v[0], 2 * v[1], v[2], 2 * v[3], v[4]] for k, v in reference(rows).items()
+    }
