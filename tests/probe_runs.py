@@ -9,10 +9,7 @@ import os
 import re
 import signal
 import subprocess
-import sys
-import threading
 import time
-import traceback
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,16 +142,6 @@ class ProbeProcess:
                 os.kill(self.proc.pid, signal.SIGCONT)
             self.proc.kill()
             self.proc.wait(10)
-
-
-def probe_threads() -> str:
-    """Where each of the probe's threads is: for a failure message when a probe stops moving."""
-    frames = sys._current_frames()
-    return "\n".join(
-        f"--- {t.name}\n" + "".join(traceback.format_stack(frames[t.ident], limit=8))
-        for t in threading.enumerate()
-        if t.name.startswith("nines-") and t.ident in frames
-    )
 
 
 def assert_one_echo_per_message(echoes: list[Echo], partitions: int) -> dict[int, int]:
