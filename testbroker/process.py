@@ -45,7 +45,7 @@ def _threads_stopped(pids: list[int]) -> bool:
     return True
 
 
-def _group(pgid: int) -> list[int]:
+def group_pids(pgid: int) -> list[int]:
     """Every process of process group ``pgid``."""
     out = []
     for entry in os.listdir("/proc"):
@@ -231,7 +231,7 @@ class EmbeddedBroker:
         The signal goes to ``nines broker``'s process group, as a terminal's Ctrl+Z does:
         the mock's one process, Tansu's child, every Kafka JVM. Returns once every thread of
         them has stopped."""
-        stop_and_wait(_group(self.pid), lambda: os.killpg(self.pid, signal.SIGSTOP))
+        stop_and_wait(group_pids(self.pid), lambda: os.killpg(self.pid, signal.SIGSTOP))
 
     def resume(self) -> None:
         """SIGCONT after :meth:`pause` (``fg``)."""

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from testbroker.ports import free_port
+from testbroker.process import group_pids, stop_and_wait
 
 INSTALL = "apt-get install nats-server redis-server rabbitmq-server, or `make system-test-deps`"
 
@@ -101,8 +102,10 @@ class Server:
         os.killpg(self.proc.pid, sig)
 
     def pause(self) -> None:
-        """CTRL+Z: stop every process of the server."""
-        self._signal(signal.SIGSTOP)
+        """CTRL+Z: stop every process of the server; return once every thread has stopped (an
+        Erlang VM answered a message 0.5 ms after kill() returned, inside the stall)."""
+        assert self.proc is not None
+        stop_and_wait(group_pids(self.proc.pid), lambda: self._signal(signal.SIGSTOP))
 
     def resume(self) -> None:
         self._signal(signal.SIGCONT)
