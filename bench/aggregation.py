@@ -424,24 +424,14 @@ def tree_cpu_by_role(roots: list[int]) -> dict[str, float]:
 
 def tree_cpu_s(roots: list[int]) -> float:
     """utime + stime of ``roots`` and every descendant alive now (children of children too)."""
-    from bench.procstat import cpu_s
+    from bench.procstat import cpu_s, descendants
 
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(d.name))
-    total, todo = 0.0, list(roots)
-    while todo:
-        pid = todo.pop()
+    total = 0.0
+    for pid in descendants(roots):
         try:
             total += cpu_s(pid)
         except OSError:
             continue
-        todo += children.get(pid, [])
     return total
 
 

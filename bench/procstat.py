@@ -23,6 +23,24 @@ def cpu_s(pid: int) -> float:
         return _stat_cpu_s(f.read())
 
 
+def descendants(roots: list[int]) -> list[int]:
+    """``roots`` and every process below them alive now (children of children too)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], list(roots)
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
 def cpu_s_by_thread(pid: int) -> dict[str, float]:
     """utime + stime so far of the threads of ``pid``, summed by thread name (``comm``).
 

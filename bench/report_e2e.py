@@ -47,16 +47,17 @@ def stage_shares(run: Json, cores: int = 2) -> list[tuple[str, float, float]]:
     """(stage, seconds, share of the batch time) for one run: task seconds count 1/cores (the
     read tasks and the aggregation run on every core at once)."""
     stages = run.get("stages") or {}
-    total = float(_get(stages, "wall_s", "batches") or 0)
+    total = float(dig(stages, "wall_s", "batches") or 0)
     out = []
     for label, key, kind in STAGES:
-        s = float(_get(stages, kind, key) or 0)
+        s = float(dig(stages, kind, key) or 0)
         wall = s / cores if kind == "task_s" else s
         out.append((label, wall, wall / total if total else 0.0))
     return out
 
 
-def _get(data: Any, *path: str) -> Any:
+def dig(data: Any, *path: str) -> Any:
+    """``data[path[0]][path[1]]...``, or None where a step is missing or not a mapping."""
     for p in path:
         if not isinstance(data, Mapping) or p not in data:
             return None
@@ -119,7 +120,7 @@ def headline_e2e(data: Json | None) -> str:
         parts.append(
             f"{key} **{_rate(r.get('echoes_per_s'))}/s** ({r.get('vs_hdrh_loop', '?')}× the loop)"
         )
-    loop = _rate(_get(data, "hdrh_python_loop", "echoes_per_s"))
+    loop = _rate(dig(data, "hdrh_python_loop", "echoes_per_s"))
     targets = "; ".join(f"{k}: {_verdict(v)}" for k, v in e2e_targets(data).items())
     worst = [
         (key, max(stage_shares(r, _cores(r)), key=lambda s: s[2]))
@@ -174,7 +175,7 @@ def e2e_section(data: Json) -> str:
         stage_rows.append(
             [
                 key,
-                f"{_get(r, 'stages', 'wall_s', 'batches')} s",
+                f"{dig(r, 'stages', 'wall_s', 'batches')} s",
                 *[f"{s:.2f} s ({share * 100:.0f} %)" for _, s, share in shares],
             ]
         )
@@ -234,12 +235,12 @@ def e2e_section(data: Json) -> str:
         "scheduling and idle cores.\n"
     )
     state = [
-        f"- {key}: state update {_get(r, 'stages', 'task_s', 'state_update')} s, removal "
-        f"{_get(r, 'stages', 'task_s', 'state_removal')} s, commit "
-        f"{_get(r, 'stages', 'task_s', 'state_commit')} s (task seconds); "
-        f"{_get(r, 'stages', 'records_read') or 0:,} echoes (the closing one included) read into "
-        f"{_get(r, 'stages', 'partials') or 0:,} partial-histogram rows by "
-        f"{_get(r, 'stages', 'read_tasks')} read tasks"
+        f"- {key}: state update {dig(r, 'stages', 'task_s', 'state_update')} s, removal "
+        f"{dig(r, 'stages', 'task_s', 'state_removal')} s, commit "
+        f"{dig(r, 'stages', 'task_s', 'state_commit')} s (task seconds); "
+        f"{dig(r, 'stages', 'records_read') or 0:,} echoes (the closing one included) read into "
+        f"{dig(r, 'stages', 'partials') or 0:,} partial-histogram rows by "
+        f"{dig(r, 'stages', 'read_tasks')} read tasks"
         for key, r in runs.items()
         if r.get("stages")
     ]
@@ -264,7 +265,7 @@ def sweep_section(data: Json) -> str:
         if "error" in c:
             rows.append([label, f"{c.get('batch_echoes', 0):,}", f"**failed**: {c['error']}"])
             continue
-        partials = _get(c, "stages", "partials") or 0
+        partials = dig(c, "stages", "partials") or 0
         loop = c.get("hdrh_loop_echoes_per_s")
         ratio = f"{c['echoes_per_s'] / loop:.2f}×" if loop and c.get("echoes_per_s") else "?"
         rows.append(
@@ -306,7 +307,7 @@ def sweep_section(data: Json) -> str:
 def headline_formats(fmts: Json | None, agg: Json | None) -> list[str]:
     """Lines for the codec, aggregation apart from Kafka per format, and the probe's CPU."""
     lines = []
-    codec = _get(fmts, "codec")
+    codec = dig(fmts, "codec")
     if isinstance(codec, Mapping):
         lines.append(
             "- **Echo formats** (one core): job parse "
@@ -317,10 +318,10 @@ def headline_formats(fmts: Json | None, agg: Json | None) -> list[str]:
             )
             + "."
         )
-    runs = _get(agg, "runs")
+    runs = dig(agg, "runs")
     if isinstance(runs, Mapping):
         target = int((agg or {}).get("target_v2_echoes_per_s") or 0)
-        v2 = _get(runs, "v2", "echoes_per_s") or 0
+        v2 = dig(runs, "v2", "echoes_per_s") or 0
         lines.append(
             "- **Aggregation apart from Kafka by format** (local[2]): "
             + ", ".join(
@@ -331,7 +332,7 @@ def headline_formats(fmts: Json | None, agg: Json | None) -> list[str]:
             + (f"; target v2 ≥ {target:,}/s {_verdict(v2 >= target)}" if target else "")
             + "."
         )
-    probe = _get(fmts, "probe_1000_per_s")
+    probe = dig(fmts, "probe_1000_per_s")
     if isinstance(probe, Mapping) and probe.get("mean_cpu_pct_of_core"):
         cpu_target = probe.get("target_cpu_pct_of_core")
         means = probe["mean_cpu_pct_of_core"]
@@ -355,7 +356,7 @@ def formats_section(fmts: Json | None, agg: Json | None) -> str:
         "run) and `python -m bench.aggregation --formats` (parsing and aggregation apart from "
         "Kafka). End to end through the broker per format: the section above.\n",
     ]
-    codec = _get(fmts, "codec")
+    codec = dig(fmts, "codec")
     if isinstance(codec, Mapping):
         rows = [
             [
@@ -387,7 +388,7 @@ def formats_section(fmts: Json | None, agg: Json | None) -> str:
             )
             + "\n"
         )
-    runs = _get(agg, "runs")
+    runs = dig(agg, "runs")
     if isinstance(runs, Mapping):
         rows = [
             [
@@ -396,12 +397,12 @@ def formats_section(fmts: Json | None, agg: Json | None) -> str:
                 f"{r.get('rows_per_batch', 0):,}",
                 ", ".join(f"{b:g}" for b in r.get("batch_busy_s", [])),
                 f"{r.get('e2e_samples_counted', 0):,}",
-                f"{_get(runs, 'bytes_per_echo', k) or '—'}",
+                f"{dig(runs, 'bytes_per_echo', k) or '—'}",
             ]
             for k, r in runs.items()
             if isinstance(r, Mapping) and "echoes_per_s" in r
         ]
-        load = _get(agg, "machine", "load_avg_1m")
+        load = dig(agg, "machine", "load_avg_1m")
         out.append(
             f"**Parsing and aggregation apart from Kafka** (`bench/results/"
             f"aggregation_formats.json`, `python -m bench.aggregation --formats`; load 1m "
@@ -419,14 +420,14 @@ def formats_section(fmts: Json | None, agg: Json | None) -> str:
             )
             + "\n"
         )
-    probe = _get(fmts, "probe_1000_per_s")
+    probe = dig(fmts, "probe_1000_per_s")
     if isinstance(probe, Mapping) and probe.get("runs"):
         rows = [
             [
                 i + 1,
                 r.get("echo_format"),
                 r.get("cpu_pct_of_core"),
-                _get(r, "cpu_pct_by_thread", "nines-receive"),
+                dig(r, "cpu_pct_by_thread", "nines-receive"),
                 f"{r.get('echo_messages', 0):,}",
                 r.get("echoes_per_message"),
                 "yes" if r.get("every_echo_once") else "**no**",

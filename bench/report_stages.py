@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from bench.report_e2e import dig
+
 Json = dict[str, Any]
 
 STAGES_TITLE = "## Where a micro-batch's time goes, stage by stage (apart from Kafka)"
@@ -16,14 +18,6 @@ COST_TITLE = "## The cost model at a glance (issue 24)"
 def _table(header: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return "\n".join(lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
-
-
-def _get(data: Any, *path: str) -> Any:
-    for p in path:
-        if not isinstance(data, Mapping) or p not in data:
-            return None
-        data = data[p]
-    return data
 
 
 def _s(x: Any) -> str:
@@ -96,7 +90,7 @@ def stages_section(data: Json) -> str:
                         or {}})  # fmt: skip
         for role in roles:
             rows.append([f"· job CPU per batch: {role}",
-                         *[_s(_get(cases[k], "job_cpu_s_per_batch_by_process", role))
+                         *[_s(dig(cases[k], "job_cpu_s_per_batch_by_process", role))
                            for k in names]])  # fmt: skip
         rows.append(["echoes/s (median batch)",
                      *[_n(cases[k].get("echoes_per_s_median_batch")) for k in names]])  # fmt: skip
@@ -145,7 +139,7 @@ def stages_section(data: Json) -> str:
                   "job CPU per batch", "load"]  # fmt: skip
         out.append(
             "Levers on the fixed cost, each a fresh process replaying the same "
-            f"{_n(_get(data, 'cases', 'fixed', 'echoes_per_batch'))}-echo batches, back to back "
+            f"{_n(dig(data, 'cases', 'fixed', 'echoes_per_batch'))}-echo batches, back to back "
             "(the load moved between them: compare within a row's load):\n\n" + _table(header, rows)
         )
     return "\n\n".join(out) + "\n"
@@ -198,7 +192,7 @@ def cost_model_section(
     for r in ((e2e or {}).get("runs") or {}).values():
         if not isinstance(r, Mapping) or "error" in r:
             continue
-        target = _get(e2e, "targets_echoes_per_s", str(r.get("echo_format")))
+        target = dig(e2e, "targets_echoes_per_s", str(r.get("echo_format")))
         ok = None if not target else (r.get("echoes_per_s") or 0) >= target
         rows.append(
             [
@@ -219,7 +213,7 @@ def cost_model_section(
             [f"local[2] / local[1] end to end, {key}", f"{ratio}×",
              f"≥ {target}× {_verdict(ratio >= target)}", "`python -m bench.e2e`"]
         )  # fmt: skip
-    large = _get(stages, "cases", "large")
+    large = dig(stages, "cases", "large")
     if isinstance(large, Mapping) and large.get("echoes_per_s_median_batch"):
         per_s = large["echoes_per_s_median_batch"]
         rows.append(

@@ -30,6 +30,7 @@ from typing import Any
 
 from bench import aggregation as agg
 from bench.machine import RESULTS_DIR, write_result
+from bench.procstat import descendants
 
 SERIES = 12
 MASTER = "local[2]"
@@ -70,27 +71,10 @@ def _files(tmp: str, n: int) -> str:
     return path
 
 
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo += children.get(pid, [])
-    return out
-
-
 def _daemon(root: int) -> int | None:
     """The pyspark.daemon under ``root`` that forks the read tasks' workers (``pyspark.worker``;
     the data source's lookup and planning daemons are others), once it runs."""
-    for pid in _descendants(root):
+    for pid in descendants([root]):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
