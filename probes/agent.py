@@ -32,7 +32,7 @@ from probes.publisher import EchoSink, publisher_for
 from probes.schedule import Schedule
 from probes.threads import named
 from probes.tracker import Tracker
-from probes.transport import Transport
+from probes.transport import Receiver, Transport
 
 log = logging.getLogger("nines.probe")
 
@@ -205,12 +205,29 @@ class ProbeAgent:
         """Probe partitions that appeared while probing: read them back first, then send."""
         assert isinstance(self._transport, Growable)
         try:
-            self._transport.add_receiver(partitions)
+            receiver = self._transport.add_receiver(partitions)
         except Exception as exc:  # e.g. no watermarks in time: the next survey tries again
             log.warning("cannot read back new partitions %s yet: %s", partitions, exc)
             self.planner.forget(partitions)
             return
+        if receiver is not None:
+            self._receive_on_own_thread(receiver, partitions)
         self.producer.join(partitions, self.clock.now_us() + START_DELAY_US)
+
+    def _receive_on_own_thread(self, receiver: Receiver, partitions: list[int]) -> None:
+        """Poll ``receiver`` on a thread of its own, so its arrivals are stamped as promptly as
+        the first consumer's (one thread polling two clients would hold one's arrivals while
+        it waits on the other)."""
+        c = self.consumer
+        consumer = ProbeConsumer(receiver, self.tracker, self._lock, self.clock, c.probe, c.publish)
+        name = "nines-receive-" + "-".join(map(str, partitions))
+        thread = threading.Thread(
+            target=named(name, lambda: consumer.receive_until(self._drained)),
+            name=name,
+            daemon=True,
+        )
+        thread.start()
+        self._threads.append(thread)
 
     # -- the loops ----------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from core.echo import Echo
 from probes.clock import ProbeClock
 from probes.payload import decode
 from probes.tracker import Tracker
-from probes.transport import Transport
+from probes.transport import Receiver
 
 
 class ProbeConsumer:
@@ -21,7 +21,7 @@ class ProbeConsumer:
 
     def __init__(
         self,
-        transport: Transport,
+        transport: Receiver,
         tracker: Tracker,
         lock: threading.Lock,
         clock: ProbeClock,

@@ -67,6 +67,8 @@ class KafkaTransport:
             {**quiet(self._clients["producer"]), "error_cb": self._failures}
         )
         self._consumer: Any = None
+        #: The consumers of partitions added while probing (``add_receiver``).
+        self._grown: list[KafkaReceiver] = []
 
     def discover(self) -> Layout:
         """The probe topic's partitions, leaders and the cluster's brokers."""
@@ -87,25 +89,37 @@ class KafkaTransport:
 
     def open_receiver(self, partitions: list[int]) -> None:
         """Assign ``partitions`` at their high watermarks (no group, no commits)."""
-        from confluent_kafka import Consumer
+        self._consumer = self._reader(partitions)
 
-        self._consumer = Consumer(quiet(self._clients["consumer"]))
-        self._consumer.assign(self._starts(partitions))
+    def add_receiver(self, partitions: list[int]) -> KafkaReceiver:
+        """A consumer of its own for ``partitions``, added while probing, from their high
+        watermarks; the caller polls it on a thread of its own.
 
-    def add_receiver(self, partitions: list[int]) -> None:
-        """Read ``partitions`` back too, from their high watermarks (added while probing)."""
-        # Neither client refreshes a topic's metadata for minutes on its own (an assigning
-        # consumer every 5 min): without these requests the consumer cannot read the new
-        # partitions back and the producer refuses them (_UNKNOWN_PARTITION) for that long.
-        self._consumer.list_topics(self.topic, timeout=5)
+        Not the probe's first consumer: while a joining broker took its first partition, that
+        handle's metadata-bound calls (``get_watermark_offsets``, ``offsets_for_times``,
+        ``list_topics``) waited far past their timeouts, for over 60 s in 3 of 5 tries
+        (librdkafka 2.16), and the new partition was never read back. A client created now
+        learns the cluster, the new broker included, from its own first metadata request.
+        """
+        # The producer refreshes a topic's metadata only every few minutes on its own: without
+        # this request it refuses the new partitions (_UNKNOWN_PARTITION) for that long.
         self._producer.list_topics(self.topic, timeout=5)
-        self._consumer.incremental_assign(self._starts(partitions))
+        receiver = KafkaReceiver(self._reader(partitions))
+        self._grown.append(receiver)
+        return receiver
 
-    def _starts(self, partitions: list[int]) -> list[Any]:
-        from confluent_kafka import TopicPartition
+    def _reader(self, partitions: list[int]) -> Any:
+        """A consumer reading ``partitions`` back from their log ends."""
+        from confluent_kafka import Consumer, TopicPartition
 
-        ends = list_offsets(self._consumer, self.topic, partitions, WATERMARK_TIMEOUT_S)
-        return [TopicPartition(self.topic, p, ends[p]) for p in partitions]
+        consumer = Consumer(quiet(self._clients["consumer"]))
+        try:
+            ends = list_offsets(consumer, self.topic, partitions, WATERMARK_TIMEOUT_S)
+            consumer.assign([TopicPartition(self.topic, p, ends[p]) for p in partitions])
+        except Exception:
+            consumer.close()
+            raise
+        return consumer
 
     def send(self, partition: int, seq: int, payload: bytes, report: AckReport) -> None:
         """Produce to ``partition``; BufferError when librdkafka's queue is full."""
@@ -124,25 +138,47 @@ class KafkaTransport:
         self._producer.poll(timeout_s)
 
     def receive(self, timeout_s: float) -> Iterable[bytes | None] | None:
-        """What arrived: ``poll`` returns on the first message, ``consume(timeout=0)`` then
-        drains what is already fetched.
-
-        (``consume()`` with a timeout would hold arrivals until it expires, adding up to that
-        timeout to every measured latency.)
-        """
-        first = self._consumer.poll(timeout_s)
-        if first is None:
-            return None
-        msgs = [first, *self._consumer.consume(num_messages=1000, timeout=0)]
-        return (m.value() for m in msgs if not m.error())
+        """What arrived on the first consumer (see :func:`arrivals`)."""
+        return arrivals(self._consumer, timeout_s)
 
     def close_receiver(self) -> None:
-        """Close the consumer."""
+        """Close the consumers."""
         self._consumer.close()
+        for receiver in self._grown:
+            receiver.close()
 
     def release(self) -> None:
         """Drop the producer: its threads would otherwise go on reconnecting until a GC pass."""
         self._producer = None
+
+
+def arrivals(consumer: Any, timeout_s: float) -> Iterable[bytes | None] | None:
+    """What arrived: ``poll`` returns on the first message, ``consume(timeout=0)`` then drains
+    what is already fetched.
+
+    (``consume()`` with a timeout would hold arrivals until it expires, adding up to that
+    timeout to every measured latency.)
+    """
+    first = consumer.poll(timeout_s)
+    if first is None:
+        return None
+    msgs = [first, *consumer.consume(num_messages=1000, timeout=0)]
+    return (m.value() for m in msgs if not m.error())
+
+
+class KafkaReceiver:
+    """One consumer of probe partitions, polled by a receive thread of its own."""
+
+    def __init__(self, consumer: Any) -> None:
+        self._consumer = consumer
+
+    def receive(self, timeout_s: float) -> Iterable[bytes | None] | None:
+        """What arrived (see :func:`arrivals`)."""
+        return arrivals(self._consumer, timeout_s)
+
+    def close(self) -> None:
+        """Close the consumer."""
+        self._consumer.close()
 
 
 def echo_producer(config: ProbeConfig) -> Any:

@@ -31,6 +31,7 @@ from probes.planner import (
     placement,
     preferred_elections,
 )
+from probes.transport import Receiver
 
 log = logging.getLogger("nines.probe")
 
@@ -60,7 +61,10 @@ class Admin(Protocol):
 class Growable(Protocol):
     """A transport that can start receiving partitions added while it probes."""
 
-    def add_receiver(self, partitions: list[int]) -> None: ...
+    def add_receiver(self, partitions: list[int]) -> Receiver | None:
+        """Read ``partitions`` back from now on: a receiver of their own to poll on a thread of
+        its own, or None when the transport's ``receive`` already covers them."""
+        ...
 
 
 class AdminErrors:

@@ -37,6 +37,14 @@ class Layout:
     brokers: frozenset[int]
 
 
+class Receiver(Protocol):
+    """A source of arrivals polled by one receive thread."""
+
+    def receive(self, timeout_s: float) -> Iterable[bytes | None] | None:
+        """The payloads that arrived, as soon as one did; None if none within ``timeout_s``."""
+        ...
+
+
 class Transport(Protocol):
     """What a probe needs from a broker; calls come from the probe's named threads.
 
