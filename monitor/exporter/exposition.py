@@ -28,20 +28,21 @@ family's metrics have no order in the format, and Prometheus keys every series b
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+import struct
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.utils import floatToGoString
 
 from core import promproto
-from core.hdr import min_samples_for
-from core.windows import SeriesKey, WindowHistogram
-from monitor.exporter.hold import Values
+from core.windows import SeriesKey
 from monitor.exporter.native import ZERO_THRESHOLD_S, NativeBuckets
+from monitor.exporter.table import ABSENT, series_key
 from streaming.counters import StreamCounters
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -159,41 +160,6 @@ HEALTH_DOCS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class WindowProto:
-    """A closed window's protobuf Metric messages, one ``bytes`` per family (encoded once); the
-    quantile gauges one message each, with their sort keys, to be joined in value order."""
-
-    quantiles: tuple[bytes, ...]
-    max: bytes
-    samples: bytes
-    lost: bytes
-    peak: bytes = b""
-    quantile_peaks: bytes = b""
-    #: ``value_key`` of each of ``quantiles``
-    quantile_keys: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class WindowLines:
-    """A closed window's exposition lines, one string per family (rendered once), and the same
-    as protobuf messages (``pb``)."""
-
-    quantiles: str
-    max: str
-    samples: str
-    lost: str
-    #: the held peak's lines (max, quantiles); they change while the window stays the latest
-    peak: str = ""
-    quantile_peaks: str = ""
-    pb: WindowProto = WindowProto((), b"", b"", b"")
-
-
-def series_key(s: SeriesKey) -> tuple[str, str, str, str]:
-    """The series' label values in ``SERIES_LABELS`` order (also its sort order)."""
-    return (s.cluster, s.topic, s.partition, s.kind)
-
-
 def _escape(value: str) -> str:
     """A label value as the text format wants it."""
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
@@ -223,22 +189,89 @@ def _family_names(s: SeriesKey) -> dict[str, str]:
     return {attr: f for f, _, attr in (BROKER_WINDOW_FAMILIES if s.is_broker else WINDOW_FAMILIES)}
 
 
-def window_values(w: WindowHistogram, quantiles: Sequence[float]) -> Values:
-    """The window's exact max, then each quantile of its histogram (None where the window holds
-    fewer than 1/(1-q) samples): what its lines show and what a held peak keeps."""
-    total = w.hist.total
-    supported = [q for q in quantiles if total >= min_samples_for(q)]
-    read = iter(w.hist.values_at_quantiles(supported))
-    quantile_values = [next(read) if total >= min_samples_for(q) else None for q in quantiles]
-    return (w.hist.max_us, *quantile_values)
+_DOUBLE = struct.Struct("<d")
+I64 = npt.NDArray[np.int64]
+#: A per-window family's attribute → its index in a chunk (``WINDOW_FAMILIES`` order).
+FAMILY_ATTRS: tuple[str, ...] = tuple(attr for _, _, attr in WINDOW_FAMILIES)
+#: Value encodings kept per distinct value (HDR reports few: 8,400 among 105,000 quantiles of
+#: 10 s windows at 10,000 partitions); let go at this size (exact maxima are all distinct).
+MAX_CACHED_VALUES = 1 << 17
 
 
-def _value_lines(name: str, lv: str, lq: str, values: Values, quantile_texts: Sequence[str]) -> str:
-    """One line per quantile that has a value."""
-    return "".join(
-        f"{name}{{{lq.format(qt)}}} {floatToGoString(v / 1e6)}\n"
-        for qt, v in zip(quantile_texts, values[1:], strict=True)
-        if v is not None
+class _Encoded(dict[int, Any]):
+    """int → its encoding, computed on first use (``d[v]`` in a comprehension)."""
+
+    def __init__(self, encode: Callable[[int], Any]) -> None:
+        super().__init__()
+        self._encode = encode
+
+    def __missing__(self, value: int) -> Any:
+        out = self[value] = self._encode(value)
+        return out
+
+
+#: A latency in µs as text (seconds, the line's end) and as a protobuf double; a count the same.
+_SECONDS_TEXT = _Encoded(lambda us: f"{floatToGoString(us / 1e6)}\n")
+_COUNT_TEXT = _Encoded(lambda n: f"{floatToGoString(n)}\n")
+_SECONDS_PB = _Encoded(lambda us: _DOUBLE.pack(us / 1e6))
+_COUNT_PB = _Encoded(lambda n: _DOUBLE.pack(n))
+
+
+def _values(cache: _Encoded, values: npt.NDArray[np.int64]) -> list[Any]:
+    if len(cache) > MAX_CACHED_VALUES:
+        cache.clear()
+    return [cache[v] for v in values.tolist()]
+
+
+@dataclass(frozen=True, slots=True)
+class Prefixes:
+    """One series' samples at one resolution, everything but the value, per family
+    (``FAMILY_ATTRS``): text up to the space before the value, protobuf up to the double
+    (``\\x22``, length, labels, gauge tag). A label set never changes, only its value does."""
+
+    quantiles: tuple[Any, ...]
+    max: Any
+    peak: Any
+    quantile_peaks: tuple[Any, ...]
+    samples: Any
+    lost: Any
+
+
+def series_prefixes(
+    s: SeriesKey, resolution: str, quantile_texts: Sequence[str], fmt: str, held: bool
+) -> Prefixes:
+    """The series' ``Prefixes`` in ``fmt`` (``"text"``: str, ``"protobuf"``: bytes); the held
+    peak's only if the series holds one (``held``), ``lost`` only for e2e series (else None)."""
+    name = _family_names(s)
+    pairs = {**_series_pairs(s), "window": resolution}
+    e2e = s.kind == "e2e"
+    none = (None,) * len(quantile_texts)
+    if fmt == "text":
+        lv, lq = _labels(pairs), _labels(pairs, extra="q")
+        return Prefixes(
+            tuple(f"{name['quantiles']}{{{lq.format(qt)}}} " for qt in quantile_texts),
+            f"{name['max']}{{{lv}}} ",
+            f"{name['peak']}{{{lv}}} " if held else None,
+            tuple(f"{name['quantile_peaks']}{{{lq.format(qt)}}} " for qt in quantile_texts)
+            if held
+            else none,
+            f"{name['samples']}{{{lv}}} ",
+            f"{name['lost']}{{{lv}}} " if e2e else None,
+        )
+    # a family's name is in its head: the held peak's samples carry the same labels
+    before = promproto.labels({k: v for k, v in pairs.items() if k < "q"})
+    after = promproto.labels({k: v for k, v in pairs.items() if k > "q"})
+    plain = promproto.gauge_prefix(before + after)
+    quantiles = tuple(
+        promproto.gauge_prefix(before + _q_label(qt) + after) for qt in quantile_texts
+    )
+    return Prefixes(
+        quantiles,
+        plain,
+        plain if held else None,
+        quantiles if held else none,
+        plain,
+        plain if e2e else None,
     )
 
 
@@ -247,121 +280,100 @@ def _q_label(q_text: str) -> bytes:
     return promproto.label("q", q_text)
 
 
-def _pb_labels(pairs: Mapping[str, str]) -> tuple[bytes, bytes]:
-    """The series' label fields sorted by name, split where ``q`` goes (before, after)."""
-    return (
-        promproto.labels({k: v for k, v in pairs.items() if k < "q"}),
-        promproto.labels({k: v for k, v in pairs.items() if k > "q"}),
+@dataclass(frozen=True, slots=True)
+class PrefixArrays:
+    """A group's ``Prefixes`` in exposition order, as object arrays (rows × quantiles for the
+    quantile families), so that a scrape picks the present samples' prefixes in one step."""
+
+    quantiles: npt.NDArray[np.object_]
+    max: npt.NDArray[np.object_]
+    peak: npt.NDArray[np.object_]
+    quantile_peaks: npt.NDArray[np.object_]
+    samples: npt.NDArray[np.object_]
+    lost: npt.NDArray[np.object_]
+    #: rows of e2e series (the only ones with a ``lost`` gauge)
+    e2e: npt.NDArray[np.bool_]
+
+
+def prefix_arrays(prefixes: Sequence[Prefixes], quantiles: int) -> PrefixArrays:
+    """``PrefixArrays`` of one group's series' prefixes (in exposition order)."""
+    n = len(prefixes)
+
+    def column(attr: str) -> npt.NDArray[np.object_]:
+        out = np.empty(n, dtype=object)
+        out[:] = [getattr(p, attr) for p in prefixes]
+        return out
+
+    def matrix(attr: str) -> npt.NDArray[np.object_]:
+        out = np.empty((n, quantiles), dtype=object)
+        for j in range(quantiles):
+            out[:, j] = [getattr(p, attr)[j] for p in prefixes]
+        return out
+
+    lost = column("lost")
+    return PrefixArrays(
+        matrix("quantiles"),
+        column("max"),
+        column("peak"),
+        matrix("quantile_peaks"),
+        column("samples"),
+        lost,
+        np.array([p is not None for p in lost], dtype=bool),
     )
 
 
-def _value_pb(pb: tuple[bytes, bytes], values: Values, quantile_texts: Sequence[str]) -> bytes:
-    """One gauge message per quantile that has a value."""
-    return b"".join(_value_messages(pb, values, quantile_texts)[0])
+def _interleave(prefixes: npt.NDArray[np.object_], values: list[Any], empty: Any) -> Any:
+    """prefix, value, prefix, value, … joined (str or bytes, as the parts are)."""
+    if not values:
+        return empty
+    out: list[Any] = [None] * (2 * len(values))
+    out[::2] = prefixes.tolist()
+    out[1::2] = values
+    return empty.join(out)
 
 
-def value_key(value_us: int, rank: int) -> int:
+def value_key(
+    value_us: npt.NDArray[np.int64], rank: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
     """A quantile gauge's place in its resolution's protobuf chunk: by value, then quantile."""
     return value_us * 64 + rank
 
 
-def _value_messages(
-    pb: tuple[bytes, bytes], values: Values, quantile_texts: Sequence[str]
-) -> tuple[tuple[bytes, ...], tuple[int, ...]]:
-    """``_value_pb``'s messages one by one, and their ``value_key``."""
-    before, after = pb
-    had = [
-        (promproto.gauge(before + _q_label(qt) + after, v / 1e6), value_key(v, rank))
-        for rank, (qt, v) in enumerate(zip(quantile_texts, values[1:], strict=True))
-        if v is not None
-    ]
-    return tuple(m for m, _ in had), tuple(k for _, k in had)
-
-
-def peak_lines(
-    s: SeriesKey, resolution: str, peak: Values, quantile_texts: Sequence[str]
-) -> tuple[str, str, bytes, bytes]:
-    """The series' held peak lines at one resolution: the max's, and the quantiles', as text
-    and as protobuf messages."""
-    name = _family_names(s)
-    pairs = {**_series_pairs(s), "window": resolution}
-    lv, lq = _labels(pairs), _labels(pairs, extra="q")
-    pb = _pb_labels(pairs)
-    max_us = peak[0]
-    assert max_us is not None
-    return (
-        f"{name['peak']}{{{lv}}} {floatToGoString(max_us / 1e6)}\n",
-        _value_lines(name["quantile_peaks"], lv, lq, peak, quantile_texts),
-        promproto.gauge(pb[0] + pb[1], max_us / 1e6),
-        _value_pb(pb, peak, quantile_texts),
-    )
-
-
-def render_window(
-    w: WindowHistogram,
-    quantile_texts: Sequence[str],
-    values: Values,
-    peak: Values | None = None,
-) -> WindowLines:
-    """The window's lines for each per-window family from its ``window_values``; held-peak
-    lines only with ``peak`` (the series holds one)."""
-    s = w.series
-    name = _family_names(s)
-    pairs = {**_series_pairs(s), "window": w.resolution}
-    lv, lq = _labels(pairs), _labels(pairs, extra="q")
-    held = (
-        peak_lines(s, w.resolution, peak, quantile_texts)
-        if peak is not None
-        else ("", "", b"", b"")
-    )
-    pb = _pb_labels(pairs)
-    plain = pb[0] + pb[1]
-    quantile_messages, quantile_keys = _value_messages(pb, values, quantile_texts)
-    return WindowLines(
-        _value_lines(name["quantiles"], lv, lq, values, quantile_texts),
-        f"{name['max']}{{{lv}}} {floatToGoString(w.hist.max_us / 1e6)}\n",
-        f"{name['samples']}{{{lv}}} {floatToGoString(w.hist.total)}\n",
-        f"{name['lost']}{{{lv}}} {floatToGoString(w.lost)}\n" if s.kind == "e2e" else "",
-        held[0],
-        held[1],
-        WindowProto(
-            quantile_messages,
-            promproto.gauge(plain, w.hist.max_us / 1e6),
-            promproto.gauge(plain, w.hist.total),
-            promproto.gauge(plain, w.lost) if s.kind == "e2e" else b"",
-            held[2],
-            held[3],
-            quantile_keys,
-        ),
-    )
-
-
-def window_chunk(
-    lines: Sequence[WindowLines], families: Sequence[tuple[str, str, str]] = WINDOW_FAMILIES
+def encode_chunk(
+    pre: PrefixArrays,
+    max_us: npt.NDArray[np.int64],
+    total: npt.NDArray[np.int64],
+    lost: npt.NDArray[np.int64],
+    quantiles_us: npt.NDArray[np.int64],
+    peak_max_us: npt.NDArray[np.int64],
+    peak_quantiles_us: npt.NDArray[np.int64],
+    fmt: str,
 ) -> tuple[bytes, ...]:
-    """Windows' pre-rendered lines joined per family (``families`` order), for one resolution:
-    a resolution whose windows did not change keeps its chunk between scrapes."""
-    return tuple("".join([getattr(w, attr) for w in lines]).encode() for _, _, attr in families)
-
-
-def window_pb_chunk(
-    lines: Sequence[WindowLines], families: Sequence[tuple[str, str, str]] = WINDOW_FAMILIES
-) -> tuple[bytes, ...]:
-    """``window_chunk`` of the protobuf messages, the quantile gauges in value order."""
-    return tuple(
-        by_value(lines) if attr == "quantiles" else b"".join([getattr(w.pb, attr) for w in lines])
-        for _, _, attr in families
+    """One group's rows of one resolution encoded per family (``FAMILY_ATTRS`` order): the
+    values of the rows joined with their cached prefixes, ``ABSENT`` values left out. Text in
+    series order; protobuf too, but for the quantile gauges, joined in order of their value
+    (see the module's docstring)."""
+    text = fmt == "text"
+    seconds, counts = (_SECONDS_TEXT, _COUNT_TEXT) if text else (_SECONDS_PB, _COUNT_PB)
+    empty: Any = "" if text else b""
+    has_q = quantiles_us != ABSENT
+    q_values = quantiles_us[has_q]
+    q_prefixes = pre.quantiles[has_q]
+    if not text:  # by value, then quantile: equal doubles next to each other (gzip)
+        ranks = np.broadcast_to(np.arange(quantiles_us.shape[1]), quantiles_us.shape)[has_q]
+        by_value = np.argsort(value_key(q_values, ranks), kind="stable")
+        q_values, q_prefixes = q_values[by_value], q_prefixes[by_value]
+    held = peak_max_us != ABSENT
+    has_pq = peak_quantiles_us != ABSENT
+    parts = (
+        _interleave(q_prefixes, _values(seconds, q_values), empty),
+        _interleave(pre.max, _values(seconds, max_us), empty),
+        _interleave(pre.peak[held], _values(seconds, peak_max_us[held]), empty),
+        _interleave(pre.quantile_peaks[has_pq], _values(seconds, peak_quantiles_us[has_pq]), empty),
+        _interleave(pre.samples, _values(counts, total), empty),
+        _interleave(pre.lost[pre.e2e], _values(counts, lost[pre.e2e]), empty),
     )
-
-
-def by_value(lines: Sequence[WindowLines]) -> bytes:
-    """The windows' quantile gauge messages joined in ``value_key`` order (see the module's
-    docstring: equal doubles next to each other is what gzip can shorten)."""
-    messages = [m for w in lines for m in w.pb.quantiles]
-    keys = np.fromiter(
-        (k for w in lines for k in w.pb.quantile_keys), dtype=np.int64, count=len(messages)
-    )
-    return b"".join([messages[i] for i in np.argsort(keys, kind="stable").tolist()])
+    return tuple(p.encode() for p in parts) if text else parts
 
 
 def window_pb(
