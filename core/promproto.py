@@ -113,6 +113,11 @@ def gauge_prefix(label_fields: bytes) -> bytes:
     return b"\x22" + varint(len(label_fields) + len(_GAUGE) + 8) + label_fields + _GAUGE
 
 
+def counter_prefix(label_fields: bytes) -> bytes:
+    """``gauge_prefix`` of a counter Metric."""
+    return b"\x22" + varint(len(label_fields) + len(_COUNTER) + 8) + label_fields + _COUNTER
+
+
 def counter(label_fields: bytes, value: float) -> bytes:
     """One counter Metric (field 4 of its family)."""
     return _metric(label_fields + _COUNTER + _DOUBLE.pack(value))

@@ -28,7 +28,6 @@ family's metrics have no order in the format, and Prometheus keys every series b
 from __future__ import annotations
 
 import functools
-import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -189,7 +188,6 @@ def _family_names(s: SeriesKey) -> dict[str, str]:
     return {attr: f for f, _, attr in (BROKER_WINDOW_FAMILIES if s.is_broker else WINDOW_FAMILIES)}
 
 
-_DOUBLE = struct.Struct("<d")
 I64 = npt.NDArray[np.int64]
 #: A per-window family's attribute → its index in a chunk (``WINDOW_FAMILIES`` order).
 FAMILY_ATTRS: tuple[str, ...] = tuple(attr for _, _, attr in WINDOW_FAMILIES)
@@ -210,17 +208,32 @@ class _Encoded(dict[int, Any]):
         return out
 
 
-#: A latency in µs as text (seconds, the line's end) and as a protobuf double; a count the same.
-_SECONDS_TEXT = _Encoded(lambda us: f"{floatToGoString(us / 1e6)}\n")
-_COUNT_TEXT = _Encoded(lambda n: f"{floatToGoString(n)}\n")
-_SECONDS_PB = _Encoded(lambda us: _DOUBLE.pack(us / 1e6))
-_COUNT_PB = _Encoded(lambda n: _DOUBLE.pack(n))
+#: A latency in µs as text (seconds, the line's end); a count the same.
+_SECONDS_TEXT = _Encoded(lambda us: f"{floatToGoString(us / 1e6)}\n".encode())
+_COUNT_TEXT = _Encoded(lambda n: f"{floatToGoString(n)}\n".encode())
+#: Below this, ``floatToGoString`` is ``repr`` (Go writes an exponent from 1e21 on; the
+#: Prometheus client from 1e6 on, with at most 6 digits before the point).
+_REPR_BELOW = 1e6
 
 
-def _values(cache: _Encoded, values: npt.NDArray[np.int64]) -> list[Any]:
+def _cached_text(cache: _Encoded, values: npt.NDArray[np.int64]) -> list[bytes]:
+    """Values that repeat (HDR's quantiles, sample counts), each formatted once."""
     if len(cache) > MAX_CACHED_VALUES:
         cache.clear()
     return [cache[v] for v in values.tolist()]
+
+
+def go_texts(values: npt.NDArray[np.float64]) -> list[bytes]:
+    """``floatToGoString`` of each value and a newline (values that rarely repeat: exact maxima,
+    counters), without its per-value checks where ``repr`` is the same."""
+    if values.size and values.min() >= 0 and values.max() < _REPR_BELOW:
+        return [f"{v!r}\n".encode() for v in values.tolist()]
+    return [f"{floatToGoString(v)}\n".encode() for v in values.tolist()]
+
+
+def pb_doubles(values: npt.NDArray[Any]) -> list[bytes]:
+    """Each value as a protobuf double (8 bytes, little-endian), in one numpy pass."""
+    return values.astype("<f8").view("V8").tolist()  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +253,7 @@ class Prefixes:
 def series_prefixes(
     s: SeriesKey, resolution: str, quantile_texts: Sequence[str], fmt: str, held: bool
 ) -> Prefixes:
-    """The series' ``Prefixes`` in ``fmt`` (``"text"``: str, ``"protobuf"``: bytes); the held
+    """The series' ``Prefixes`` in ``fmt`` (``"text"`` or ``"protobuf"``, as bytes); the held
     peak's only if the series holds one (``held``), ``lost`` only for e2e series (else None)."""
     name = _family_names(s)
     pairs = {**_series_pairs(s), "window": resolution}
@@ -249,14 +262,14 @@ def series_prefixes(
     if fmt == "text":
         lv, lq = _labels(pairs), _labels(pairs, extra="q")
         return Prefixes(
-            tuple(f"{name['quantiles']}{{{lq.format(qt)}}} " for qt in quantile_texts),
-            f"{name['max']}{{{lv}}} ",
-            f"{name['peak']}{{{lv}}} " if held else None,
-            tuple(f"{name['quantile_peaks']}{{{lq.format(qt)}}} " for qt in quantile_texts)
+            tuple(f"{name['quantiles']}{{{lq.format(qt)}}} ".encode() for qt in quantile_texts),
+            f"{name['max']}{{{lv}}} ".encode(),
+            f"{name['peak']}{{{lv}}} ".encode() if held else None,
+            tuple(f"{name['quantile_peaks']}{{{lq.format(qt)}}} ".encode() for qt in quantile_texts)
             if held
             else none,
-            f"{name['samples']}{{{lv}}} ",
-            f"{name['lost']}{{{lv}}} " if e2e else None,
+            f"{name['samples']}{{{lv}}} ".encode(),
+            f"{name['lost']}{{{lv}}} ".encode() if e2e else None,
         )
     # a family's name is in its head: the held peak's samples carry the same labels
     before = promproto.labels({k: v for k, v in pairs.items() if k < "q"})
@@ -322,14 +335,14 @@ def prefix_arrays(prefixes: Sequence[Prefixes], quantiles: int) -> PrefixArrays:
     )
 
 
-def _interleave(prefixes: npt.NDArray[np.object_], values: list[Any], empty: Any) -> Any:
-    """prefix, value, prefix, value, … joined (str or bytes, as the parts are)."""
+def _interleave(prefixes: npt.NDArray[np.object_], values: list[bytes]) -> bytes:
+    """prefix, value, prefix, value, … joined."""
     if not values:
-        return empty
-    out: list[Any] = [None] * (2 * len(values))
+        return b""
+    out: list[bytes] = [b""] * (2 * len(values))
     out[::2] = prefixes.tolist()
     out[1::2] = values
-    return empty.join(out)
+    return b"".join(out)
 
 
 def value_key(
@@ -337,6 +350,31 @@ def value_key(
 ) -> npt.NDArray[np.int64]:
     """A quantile gauge's place in its resolution's protobuf chunk: by value, then quantile."""
     return value_us * 64 + rank
+
+
+Encoder = Callable[[I64], list[bytes]]
+
+
+def _text_seconds(values_us: I64) -> list[bytes]:
+    return _cached_text(_SECONDS_TEXT, values_us)
+
+
+def _text_counts(values: I64) -> list[bytes]:
+    return _cached_text(_COUNT_TEXT, values)
+
+
+def _text_exact(values_us: I64) -> list[bytes]:
+    return go_texts(values_us / 1e6)
+
+
+def _pb_seconds(values_us: I64) -> list[bytes]:
+    return pb_doubles(values_us / 1e6)
+
+
+#: Per format, how values are encoded: latencies that repeat (quantiles), exact latencies
+#: (maxima), counts.
+_TEXT_VALUES: tuple[Encoder, Encoder, Encoder] = (_text_seconds, _text_exact, _text_counts)
+_PB_VALUES: tuple[Encoder, Encoder, Encoder] = (_pb_seconds, _pb_seconds, pb_doubles)
 
 
 def encode_chunk(
@@ -354,8 +392,7 @@ def encode_chunk(
     series order; protobuf too, but for the quantile gauges, joined in order of their value
     (see the module's docstring)."""
     text = fmt == "text"
-    seconds, counts = (_SECONDS_TEXT, _COUNT_TEXT) if text else (_SECONDS_PB, _COUNT_PB)
-    empty: Any = "" if text else b""
+    seconds, exact, counts = _TEXT_VALUES if text else _PB_VALUES
     has_q = quantiles_us != ABSENT
     q_values = quantiles_us[has_q]
     q_prefixes = pre.quantiles[has_q]
@@ -365,15 +402,14 @@ def encode_chunk(
         q_values, q_prefixes = q_values[by_value], q_prefixes[by_value]
     held = peak_max_us != ABSENT
     has_pq = peak_quantiles_us != ABSENT
-    parts = (
-        _interleave(q_prefixes, _values(seconds, q_values), empty),
-        _interleave(pre.max, _values(seconds, max_us), empty),
-        _interleave(pre.peak[held], _values(seconds, peak_max_us[held]), empty),
-        _interleave(pre.quantile_peaks[has_pq], _values(seconds, peak_quantiles_us[has_pq]), empty),
-        _interleave(pre.samples, _values(counts, total), empty),
-        _interleave(pre.lost[pre.e2e], _values(counts, lost[pre.e2e]), empty),
+    return (
+        _interleave(q_prefixes, seconds(q_values)),
+        _interleave(pre.max, exact(max_us)),
+        _interleave(pre.peak[held], exact(peak_max_us[held])),
+        _interleave(pre.quantile_peaks[has_pq], seconds(peak_quantiles_us[has_pq])),
+        _interleave(pre.samples, counts(total)),
+        _interleave(pre.lost[pre.e2e], counts(lost[pre.e2e])),
     )
-    return tuple(p.encode() for p in parts) if text else parts
 
 
 def window_pb(
@@ -500,39 +536,66 @@ def counter_families(counters: StreamCounters) -> Iterable[Any]:
 
 
 @functools.lru_cache(maxsize=1 << 16)  # bounded; 10,000 partitions need 20,000 entries
-def _counter_head(attr: str, key: Any) -> str:
-    """``name_total{labels}`` of one counter sample: its labels do not change between scrapes."""
+def _counter_head(attr: str, key: Any) -> bytes:
+    """``name_total{labels} `` of one counter sample: its labels do not change between scrapes."""
     name, _, labels = COUNTER_FAMILIES[attr]
-    return f"{name}_total{{{_labels(dict(zip(labels, _label_values(key), strict=True)))}}}"
-
-
-def counter_text(counters: StreamCounters) -> str:
-    """``counter_families`` as ``generate_latest`` writes them, by hand: at 10,000 partitions its
-    label checks took 0.2 s per scrape for the 20,000 echo and loss counters."""
-    out = []
-    for attr, (name, doc, _) in COUNTER_FAMILIES.items():
-        out.append(f"# HELP {name}_total {doc}\n# TYPE {name}_total counter\n")
-        values: Mapping[Any, int] = getattr(counters, attr)
-        for k in sorted(values, key=_counter_order):
-            out.append(f"{_counter_head(attr, k)} {floatToGoString(values[k])}\n")
-    return "".join(out)
+    pairs = _labels(dict(zip(labels, _label_values(key), strict=True)))
+    return f"{name}_total{{{pairs}}} ".encode()
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _counter_labels(attr: str, key: Any) -> bytes:
+    """A counter sample's Metric up to its double (``_counter_head`` in protobuf)."""
     _, _, labels = COUNTER_FAMILIES[attr]
-    return promproto.labels(dict(zip(labels, _label_values(key), strict=True)))
+    return promproto.counter_prefix(
+        promproto.labels(dict(zip(labels, _label_values(key), strict=True)))
+    )
 
 
-def counter_pb(counters: StreamCounters) -> list[bytes]:
+class CounterOrder:
+    """Each counter family's samples in exposition order, with their encoded labels: sorted
+    and encoded again only when the family's set of keys changed (20,000 echo and loss
+    counters at 10,000 partitions, every one of which changes with each batch)."""
+
+    def __init__(self) -> None:
+        #: (family attribute, format) → (its keys, them in order, their label prefixes)
+        self._orders: dict[tuple[str, str], tuple[set[Any], list[Any], npt.NDArray[Any]]] = {}
+
+    def __call__(self, attr: str, values: Mapping[Any, int], fmt: str) -> tuple[list[Any], Any]:
+        """The keys of ``values`` in order, and their prefixes in ``fmt``."""
+        got = self._orders.get((attr, fmt))
+        if got is None or got[0] != values.keys():
+            order = sorted(values, key=_counter_order)
+            head = _counter_head if fmt == "text" else _counter_labels
+            heads = np.empty(len(order), dtype=object)
+            heads[:] = [head(attr, k) for k in order]
+            got = self._orders[(attr, fmt)] = (set(order), order, heads)
+        return got[1], got[2]
+
+
+def counter_text(counters: StreamCounters, order: CounterOrder | None = None) -> bytes:
+    """``counter_families`` as ``generate_latest`` writes them, by hand: at 10,000 partitions its
+    label checks took 0.2 s per scrape for the 20,000 echo and loss counters."""
+    order = order or CounterOrder()
+    out = []
+    for attr, (name, doc, _) in COUNTER_FAMILIES.items():
+        out.append(f"# HELP {name}_total {doc}\n# TYPE {name}_total counter\n".encode())
+        values: Mapping[Any, int] = getattr(counters, attr)
+        keys, heads = order(attr, values, "text")
+        counts = np.array([values[k] for k in keys], dtype=np.float64)
+        out.append(_interleave(heads, go_texts(counts)))
+    return b"".join(out)
+
+
+def counter_pb(counters: StreamCounters, order: CounterOrder | None = None) -> list[bytes]:
     """``counter_text`` as delimited MetricFamily messages."""
+    order = order or CounterOrder()
     out: list[bytes] = []
     for attr, (name, doc, _) in COUNTER_FAMILIES.items():
         values: Mapping[Any, int] = getattr(counters, attr)
-        metrics = [
-            promproto.counter(_counter_labels(attr, k), values[k])
-            for k in sorted(values, key=_counter_order)
-        ]
+        keys, heads = order(attr, values, "protobuf")
+        counts = np.array([values[k] for k in keys], dtype=np.float64)
+        metrics = [_interleave(heads, pb_doubles(counts))]
         out += promproto.family(
             promproto.family_head(f"{name}_total", doc, promproto.COUNTER), metrics
         )
@@ -593,14 +656,14 @@ class _Families:
 
 
 def body(
-    windows: Sequence[bytes], window_end: Any, histogram: str, counters: str, rest: Sequence[Any]
+    windows: Sequence[bytes], window_end: Any, histogram: str, counters: bytes, rest: Sequence[Any]
 ) -> list[bytes]:
     """The whole body, in parts: window gauges, window ends, the histograms, counters, then the
     rest (unjoined: a resolution's chunk that did not change is the same part as before, and
     the server keeps its compression; ``core.gzip_parts``)."""
     head = generate_latest(_Families([window_end]))
     tail = generate_latest(_Families(list(rest)))
-    return [*windows, head, histogram.encode(), counters.encode(), tail]
+    return [*windows, head, histogram.encode(), counters, tail]
 
 
 def body_pb(

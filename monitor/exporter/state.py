@@ -150,6 +150,8 @@ class LatencyExporter:
         self._prefix_arrays: dict[
             tuple[str, str], tuple[int, tuple[exposition.PrefixArrays, ...]]
         ] = {}
+        #: format → counter families' keys in order, with their encoded labels (scrapes only)
+        self._counter_order = {TEXT: exposition.CounterOrder(), PROTOBUF: exposition.CounterOrder()}
         #: format → rows encoded so far (a resolution's rows, when its windows changed)
         self.encoded_rows: dict[str, int] = {TEXT: 0, PROTOBUF: 0}
         #: format → resolution → its windows' lines joined per family, until one of them changes
@@ -539,7 +541,13 @@ class LatencyExporter:
                 hists = exposition.histogram_text(hist) + exposition.histogram_text(
                     native, exposition.NATIVE, exposition.NATIVE_HELP
                 )
-                body = exposition.body(windows, end, hists, exposition.counter_text(counters), rest)
+                body = exposition.body(
+                    windows,
+                    end,
+                    hists,
+                    exposition.counter_text(counters, self._counter_order[fmt]),
+                    rest,
+                )
             else:
                 hists_pb = [
                     *exposition.histogram_family_pb(hist_pb),
@@ -548,7 +556,11 @@ class LatencyExporter:
                     ),
                 ]
                 body = exposition.body_pb(
-                    windows, end, hists_pb, exposition.counter_pb(counters), rest
+                    windows,
+                    end,
+                    hists_pb,
+                    exposition.counter_pb(counters, self._counter_order[fmt]),
+                    rest,
                 )
             with self._lock:
                 for res in snaps:  # kept unless a window of the resolution changed meanwhile
