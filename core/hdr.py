@@ -7,6 +7,7 @@ The Spark column expression in ``streaming.histograms`` computes the same indice
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -295,6 +296,11 @@ def quantiles_of_many(hists: Sequence[SparseHistogram], qs: Sequence[float]) -> 
     return ManyReads(*(np.concatenate(column) for column in zip(*reads, strict=True)))
 
 
+@functools.lru_cache(maxsize=1 << 16)  # windows' sample counts repeat from batch to batch
+def _rank(q: float, total: int) -> int:
+    return rank_for_quantile(q, total)
+
+
 def _quantiles_of(hists: Sequence[SparseHistogram], qs: Sequence[float]) -> ManyReads:
     n = len(hists)
     out = np.full((n, len(qs)), -1, dtype=np.int64)
@@ -323,7 +329,7 @@ def _quantiles_of(hists: Sequence[SparseHistogram], qs: Sequence[float]) -> Many
         if q >= 1.0:
             out[has, j] = maxes[has]
             continue
-        ranks = np.array([rank_for_quantile(q, t) for t in distinct.tolist()], dtype=np.int64)
+        ranks = np.array([_rank(q, t) for t in distinct.tolist()], dtype=np.int64)
         idx = index[np.searchsorted(cum, before[has] + ranks[where[has]])]
         overflowed = idx >= layout.overflow_index
         highs = layout.highest_value_at(np.where(overflowed, 0, idx))
