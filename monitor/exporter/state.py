@@ -237,6 +237,10 @@ class LatencyExporter:
                     table = self._tables[res] = WindowTable(res, len(self.quantiles))
                 rows = table.rows_for(list(got))
                 at = np.fromiter(got.values(), dtype=np.int64, count=len(got))
+                table.end_us[rows] = [admitted[i].window_end_us for i in at.tolist()]
+                table.span_us[rows] = [
+                    admitted[i].window_end_us - admitted[i].window_start_us for i in at.tolist()
+                ]
                 table.max_us[rows] = reads.max_us[at]
                 table.total[rows] = reads.totals[at]
                 table.lost[rows] = [admitted[i].lost for i in at.tolist()]
@@ -315,10 +319,9 @@ class LatencyExporter:
         exported forever at its last value; its cumulative series go with its finest windows.
         """
         stale = [
-            key
-            for key, w in self._latest.items()
-            if self._window_end[key[0]] - w.window_end_us
-            > self.config.series_ttl_windows * (w.window_end_us - w.window_start_us)
+            (res, series)
+            for res, table in self._tables.items()
+            for series in table.stale(self._window_end[res], self.config.series_ttl_windows)
         ]
         cum = self._hist
         for res, series in stale:

@@ -59,6 +59,8 @@ class WindowTable:
         self.resolution = resolution
         self.quantiles = quantiles
         self._row: dict[SeriesKey, int] = {}
+        #: row → its series (None: free)
+        self._series_at: list[SeriesKey | None] = [None] * _FIRST_ROWS
         self._free: list[int] = []
         #: bumped whenever a series comes or goes (the exposition order changes)
         self.layout = 0
@@ -78,6 +80,10 @@ class WindowTable:
                 new[:kept] = getattr(self, name)
             return new
 
+        #: the latest window's end and length (``stale``)
+        self.used = grow(np.zeros(rows, bool), "used")
+        self.end_us = grow(np.zeros(rows, np.int64), "end_us")
+        self.span_us = grow(np.zeros(rows, np.int64), "span_us")
         self.max_us = grow(np.full(rows, ABSENT, np.int64), "max_us")
         self.total = grow(np.zeros(rows, np.int64), "total")
         self.lost = grow(np.zeros(rows, np.int64), "lost")
@@ -107,14 +113,20 @@ class WindowTable:
             size = len(self.max_us)
             self._alloc(size * 2)
             self._free = list(range(size * 2 - 1, size - 1, -1))
+            self._series_at += [None] * size
         r = self._free.pop()
         self._row[series] = r
+        self._series_at[r] = series
+        self.used[r] = True
         self._moved()
         return r
 
     def drop(self, series: SeriesKey) -> None:
         """The series left: its row is cleared and free for another."""
         r = self._row.pop(series)
+        self._series_at[r] = None
+        self.used[r] = False
+        self.end_us[r] = self.span_us[r] = 0
         self.max_us[r] = self.peak_max_us[r] = ABSENT
         self.total[r] = self.lost[r] = 0
         self.quantiles_us[r] = self.peak_quantiles_us[r] = ABSENT
@@ -124,6 +136,14 @@ class WindowTable:
     def _moved(self) -> None:
         self.layout += 1
         self._order = None
+
+    def stale(self, latest_end_us: int, ttl_windows: int) -> list[SeriesKey]:
+        """Series whose latest window ended more than ``ttl_windows`` of its length before
+        ``latest_end_us`` (the resolution's latest end): gone, by ``series_ttl_windows``."""
+        rows = np.flatnonzero(
+            self.used & (latest_end_us - self.end_us > ttl_windows * self.span_us)
+        )
+        return [s for s in (self._series_at[r] for r in rows.tolist()) if s is not None]
 
     def row(self, series: SeriesKey) -> int:
         """The series' row (it must be in the table)."""
