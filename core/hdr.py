@@ -216,6 +216,25 @@ class SparseHistogram:
         """The histogram of both sample sets: counts added bucket by bucket."""
         if other.layout != self.layout:
             raise ValueError("cannot merge histograms with different layouts")
+        at = np.searchsorted(self.index, other.index)
+        if (
+            at.size
+            and at[-1] < self.index.size
+            and (self.index[at] == other.index).all()
+            and self.count.all()
+        ):
+            # every bucket of other is one of self's already (a cumulative histogram, once it
+            # has seen a few windows): add in place of sorting both again (the exporter merges
+            # 60 topic windows per batch into histograms of 10,000 buckets and more)
+            count = self.count.copy()
+            np.add.at(count, at, other.count)
+            return SparseHistogram(
+                self.layout,
+                self.index,
+                count,
+                max(self.max_us, other.max_us),
+                self.sum_us + other.sum_us,
+            )
         return SparseHistogram.from_counts(
             self.layout,
             np.concatenate([self.index, other.index]),

@@ -211,25 +211,31 @@ class LatencyExporter:
             reads = quantiles_of_many([w.hist for w in admitted], self.quantiles)
             #: resolution → series → the batch's latest window of it (index into admitted)
             newest: dict[str, dict[SeriesKey, int]] = {}
-            finest = self.windows.finest
+            finest, per_partition = self.windows.finest, self.config.partition_histograms
+            totals, overflow = reads.totals.tolist(), reads.overflow.tolist()
+            latest, ends = self._latest, self._window_end
             for i, w in enumerate(admitted):
-                key = (w.resolution, w.series)
-                if w.series.partition == ALL_PARTITIONS:  # topic, broker and hiccup series
+                res, series = w.resolution, w.series
+                key = (res, series)
+                merged = series.partition == ALL_PARTITIONS  # topic, broker and hiccup series
+                if merged:
                     self._peaks.hold(key, _values(reads, i), now)
                     stale.add(key)
-                current = self._latest.get(key)
+                current = latest.get(key)
                 if current is None or w.window_end_us >= current.window_end_us:
-                    self._latest[key] = w
-                    newest.setdefault(w.resolution, {})[w.series] = i
-                if w.window_end_us > self._window_end.get(w.resolution, 0):
-                    self._window_end[w.resolution] = w.window_end_us
-                if w.resolution == finest and not w.series.broker:
+                    latest[key] = w
+                    got = newest.get(res)
+                    if got is None:
+                        got = newest[res] = {}
+                    got[series] = i
+                if w.window_end_us > ends.get(res, 0):
+                    ends[res] = w.window_end_us
+                if res == finest and not series.broker:
                     # broker rollups hold the topic's samples again: never in the histogram
-                    merged = w.series.partition == ALL_PARTITIONS
-                    if merged != self.config.partition_histograms:
+                    if merged != per_partition:
                         self._accumulate(w)
                     if not merged and counters is None:
-                        self._derive_counts(w, int(reads.totals[i]), int(reads.overflow[i]))
+                        self._derive_counts(w, totals[i], overflow[i])
             for res, got in newest.items():
                 self._dirty(res)
                 table = self._tables.get(res)
