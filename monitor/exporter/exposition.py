@@ -220,7 +220,7 @@ def _cached_text(cache: _Encoded, values: npt.NDArray[np.int64]) -> list[bytes]:
     """Values that repeat (HDR's quantiles, sample counts), each formatted once."""
     if len(cache) > MAX_CACHED_VALUES:
         cache.clear()
-    return [cache[v] for v in values.tolist()]
+    return list(map(cache.__getitem__, values.tolist()))
 
 
 def go_texts(values: npt.NDArray[np.float64]) -> list[bytes]:
