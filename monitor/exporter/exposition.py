@@ -5,16 +5,18 @@ The small families (window ends, series counts, pipeline health) are prometheus_
 families written by its ``generate_latest``. The per-window gauges, the cumulative histogram and
 the counters are rendered by hand, for speed: with 10,200 series × 3 resolutions, building metric
 families on every scrape took 5.7 s per scrape (label validation and quantile reads for 476k
-samples); rendering a closed window's lines once, when it arrives, and joining text per scrape
-took 0.4 s (commit a121808). At 10,000 probe partitions (90,180 windows) that join, the histogram
-and the counters took 2.2 s of CPU; with each resolution's lines joined once per change, a
-histogram series rendered when a window adds to it, and counters written by hand, a scrape right
-after a batch takes 0.43 s including gzip (docs/benchmarks.md, scrape cost). The hand-written
-lines are checked byte for byte against prometheus_client's rendering (tests/unit/exporter).
-Nothing here reads a quantile from anything but a (merged) histogram.
+samples). Rendering each closed window's lines when it arrived then cost 3 s of CPU per batch of
+10 s windows at 10,000 probe partitions (30,060 windows, every one re-rendered though a scrape
+shows only the latest), and a scrape after the 10 s and 1 m windows 0.5-0.6 s. Now a window's
+numbers are kept (``table``) and a scrape encodes each resolution that changed, in one pass: a
+(series, quantile) sample's label set never changes, so its prefix (the text line up to the
+value, the protobuf Metric up to its double) is encoded once per series (``series_prefixes``)
+and joined with the values, each distinct value formatted once (HDR reports few), doubles
+packed by numpy. That scrape takes 0.3-0.4 s including gzip (docs/benchmarks.md, scrape cost).
+The hand-written lines are checked byte for byte against prometheus_client's rendering
+(tests/unit/exporter). Nothing here reads a quantile from anything but a (merged) histogram.
 
-The protobuf body is built the same way: a closed window's Metric messages are encoded once,
-beside its lines, and joined per family; a family's length prefix is the sum of its parts. One
+The protobuf body is built the same way, a family's length prefix the sum of its parts. One
 thing differs: a resolution's quantile gauges are joined in order of their value, not of their
 series. A latency in seconds is 8 incompressible bytes as a protobuf double (a few digits as text),
 but HDR reports few distinct values (8,400 among 105,000 quantiles of 10 s windows at 10,000

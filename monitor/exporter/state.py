@@ -1,8 +1,10 @@
 """The exporter's state: the latest closed window of every series, cumulative counters and buckets.
 
 The stream job hands over closed windows and counters (it is the job's ``WindowSink``). A closed
-window is final, so its exposition lines are rendered once, when it arrives (``exposition``
-says why); a scrape joins them with the families built from the cumulative state.
+window is final: its numbers are kept in its resolution's ``table`` (the quantiles of a whole
+batch read at once), and a scrape encodes the resolutions whose windows changed since the last
+one, in each format once (``exposition`` says why), beside the families built from the
+cumulative state. A window superseded before the next scrape is never encoded.
 
 A gauge of the latest closed window misses a window that closes between two scrapes and is
 followed by another before the next (a backlog after an outage closes many at once: the stall's
