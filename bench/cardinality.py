@@ -16,7 +16,7 @@ encodes nothing there (a scrape encodes the resolutions that changed), and ``*_t
 the update and the scrape together, what the process spends per scrape interval of that kind
 beyond the other 10 s batches of the interval. Memory (tracemalloc, on an exporter of its own)
 is what the filled exporter holds, and ``memory_served_mib`` once it has served both formats
-(each keeps its encoded label prefixes).
+(each keeps its encoded label prefixes, and its body's parts for the next scrape).
 """
 
 from __future__ import annotations
@@ -115,8 +115,8 @@ def measure(
     for batch in batches:
         traced.update(batch)
     memory = tracemalloc.get_traced_memory()[0]
-    traced.exposition()
-    traced.exposition_protobuf()
+    traced.exposition_parts("text")  # what the server keeps: the bodies' parts
+    traced.exposition_parts("protobuf")
     memory_served = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     del traced

@@ -41,7 +41,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.utils import floatToGoString
 
 from core import promproto
-from core.windows import SeriesKey
+from core.windows import ALL_PARTITIONS, SeriesKey
 from monitor.exporter.native import ZERO_THRESHOLD_S, NativeBuckets
 from monitor.exporter.table import ABSENT, series_key
 from streaming.counters import StreamCounters
@@ -295,46 +295,69 @@ def _q_label(q_text: str) -> bytes:
     return promproto.label("q", q_text)
 
 
-@dataclass(frozen=True, slots=True)
-class PrefixArrays:
-    """A group's ``Prefixes`` in exposition order, as object arrays (rows × quantiles for the
-    quantile families), so that a scrape picks the present samples' prefixes in one step."""
+class PrefixTable:
+    """One group's ``Prefixes`` in exposition order (a resolution's partition and topic series, or
+    its broker rollups), as object arrays (rows × quantiles for the quantile families), so that a
+    scrape picks the present samples' prefixes in one step. A prefix is encoded when a sample
+    first needs it (``ensure``): a 10 s window rarely has the p99.99 a 1 h window has, and at
+    10,000 partitions the unused ones would be a third of the quantile prefixes' memory."""
 
-    quantiles: npt.NDArray[np.object_]
-    max: npt.NDArray[np.object_]
-    peak: npt.NDArray[np.object_]
-    quantile_peaks: npt.NDArray[np.object_]
-    samples: npt.NDArray[np.object_]
-    lost: npt.NDArray[np.object_]
-    #: rows of e2e series (the only ones with a ``lost`` gauge)
-    e2e: npt.NDArray[np.bool_]
+    def __init__(
+        self, series: Sequence[SeriesKey], resolution: str, quantile_texts: Sequence[str], fmt: str
+    ) -> None:
+        self.series = tuple(series)
+        self.resolution, self.quantile_texts, self.fmt = resolution, tuple(quantile_texts), fmt
+        n, q = len(self.series), len(quantile_texts)
+        self.quantiles = np.full((n, q), None, dtype=object)
+        self.quantile_peaks = np.full((n, q), None, dtype=object)
+        self.max = np.full(n, None, dtype=object)
+        self.peak = np.full(n, None, dtype=object)
+        self.samples = np.full(n, None, dtype=object)
+        self.lost = np.full(n, None, dtype=object)
+        #: rows of e2e series (the only ones with a ``lost`` gauge)
+        self.e2e = np.array([s.kind == "e2e" for s in self.series], dtype=bool)
+        #: which prefixes are encoded: a row's single-sample families, its quantiles, its peak's
+        self._rows = np.zeros(n, dtype=bool)
+        self._quantiles = np.zeros((n, q), dtype=bool)
+        self._quantile_peaks = np.zeros((n, q), dtype=bool)
 
+    def carry(self, series: Sequence[SeriesKey]) -> PrefixTable:
+        """The table for a new set of series (one came or went): the prefixes of those that
+        stay are kept, none is encoded again."""
+        new = PrefixTable(series, self.resolution, self.quantile_texts, self.fmt)
+        old_row = {s: i for i, s in enumerate(self.series)}
+        pairs = [(i, old_row[s]) for i, s in enumerate(new.series) if s in old_row]
+        if pairs:
+            to, src = (np.array(x, dtype=np.int64) for x in zip(*pairs, strict=True))
+            for name in ("quantiles", "quantile_peaks", "max", "peak", "samples", "lost"):
+                getattr(new, name)[to] = getattr(self, name)[src]
+            for name in ("_rows", "_quantiles", "_quantile_peaks"):
+                getattr(new, name)[to] = getattr(self, name)[src]
+        return new
 
-def prefix_arrays(prefixes: Sequence[Prefixes], quantiles: int) -> PrefixArrays:
-    """``PrefixArrays`` of one group's series' prefixes (in exposition order)."""
-    n = len(prefixes)
-
-    def column(attr: str) -> npt.NDArray[np.object_]:
-        out = np.empty(n, dtype=object)
-        out[:] = [getattr(p, attr) for p in prefixes]
-        return out
-
-    def matrix(attr: str) -> npt.NDArray[np.object_]:
-        out = np.empty((n, quantiles), dtype=object)
-        for j in range(quantiles):
-            out[:, j] = [getattr(p, attr)[j] for p in prefixes]
-        return out
-
-    lost = column("lost")
-    return PrefixArrays(
-        matrix("quantiles"),
-        column("max"),
-        column("peak"),
-        matrix("quantile_peaks"),
-        column("samples"),
-        lost,
-        np.array([p is not None for p in lost], dtype=bool),
-    )
+    def ensure(self, has_q: npt.NDArray[np.bool_], has_pq: npt.NDArray[np.bool_]) -> None:
+        """Encode the prefixes the present samples need and have not got yet."""
+        need_q = has_q & ~self._quantiles
+        need_pq = has_pq & ~self._quantile_peaks
+        rows = np.flatnonzero(~self._rows | need_q.any(axis=1) | need_pq.any(axis=1))
+        for r in rows.tolist():
+            s = self.series[r]
+            held = s.partition == ALL_PARTITIONS
+            p = series_prefixes(s, self.resolution, self.quantile_texts, self.fmt, held)
+            if not self._rows[r]:
+                self.max[r], self.peak[r], self.samples[r], self.lost[r] = (
+                    p.max,
+                    p.peak,
+                    p.samples,
+                    p.lost,
+                )
+                self._rows[r] = True
+            for j in np.flatnonzero(need_q[r]).tolist():
+                self.quantiles[r, j] = p.quantiles[j]
+            for j in np.flatnonzero(need_pq[r]).tolist():
+                self.quantile_peaks[r, j] = p.quantile_peaks[j]
+        self._quantiles |= need_q
+        self._quantile_peaks |= need_pq
 
 
 def _interleave(prefixes: npt.NDArray[np.object_], values: list[bytes]) -> bytes:
@@ -380,7 +403,7 @@ _PB_VALUES: tuple[Encoder, Encoder, Encoder] = (_pb_seconds, _pb_seconds, pb_dou
 
 
 def encode_chunk(
-    pre: PrefixArrays,
+    pre: PrefixTable,
     max_us: npt.NDArray[np.int64],
     total: npt.NDArray[np.int64],
     lost: npt.NDArray[np.int64],
@@ -396,14 +419,15 @@ def encode_chunk(
     text = fmt == "text"
     seconds, exact, counts = _TEXT_VALUES if text else _PB_VALUES
     has_q = quantiles_us != ABSENT
+    held = peak_max_us != ABSENT
+    has_pq = peak_quantiles_us != ABSENT
+    pre.ensure(has_q, has_pq)
     q_values = quantiles_us[has_q]
     q_prefixes = pre.quantiles[has_q]
     if not text:  # by value, then quantile: equal doubles next to each other (gzip)
         ranks = np.broadcast_to(np.arange(quantiles_us.shape[1]), quantiles_us.shape)[has_q]
         by_value = np.argsort(value_key(q_values, ranks), kind="stable")
         q_values, q_prefixes = q_values[by_value], q_prefixes[by_value]
-    held = peak_max_us != ABSENT
-    has_pq = peak_quantiles_us != ABSENT
     return (
         _interleave(q_prefixes, seconds(q_values)),
         _interleave(pre.max, exact(max_us)),

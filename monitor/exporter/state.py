@@ -146,11 +146,10 @@ class LatencyExporter:
         self._latest: dict[tuple[str, SeriesKey], WindowHistogram] = {}
         #: resolution → the latest window's values of each of its series (``table``)
         self._tables: dict[str, WindowTable] = {}
-        #: (format, resolution) → series → its encoded label prefixes; and per group in
-        #: exposition order, for the table's ``layout`` they were built for (scrapes only)
-        self._prefixes: dict[tuple[str, str], dict[SeriesKey, exposition.Prefixes]] = {}
-        self._prefix_arrays: dict[
-            tuple[str, str], tuple[int, tuple[exposition.PrefixArrays, ...]]
+        #: (format, resolution) → the table's ``layout`` and its groups' encoded label prefixes
+        #: in exposition order (scrapes only)
+        self._prefixes: dict[
+            tuple[str, str], tuple[int, tuple[exposition.PrefixTable, exposition.PrefixTable]]
         ] = {}
         #: format → counter families' keys in order, with their encoded labels (scrapes only)
         self._counter_order = {TEXT: exposition.CounterOrder(), PROTOBUF: exposition.CounterOrder()}
@@ -441,29 +440,24 @@ class LatencyExporter:
         its values and the label prefixes cached per series (scrapes only: under the render
         lock, outside the state's)."""
         key = (fmt, snap.resolution)
-        arrays = self._prefix_arrays.get(key)
-        if arrays is None or arrays[0] != snap.layout:
-            cache = self._prefixes.setdefault(key, {})
-            present = [s for group in snap.series for s in group]
-            if len(cache) > len(present):  # series left: forget their prefixes
-                keep = set(present)
-                for s in [s for s in cache if s not in keep]:
-                    del cache[s]
-            for s in present:
-                if s not in cache:
-                    held = s.partition == ALL_PARTITIONS
-                    cache[s] = exposition.series_prefixes(
-                        s, snap.resolution, self._quantile_texts, fmt, held
-                    )
+        cached = self._prefixes.get(key)
+        if cached is None:
             groups = tuple(
-                exposition.prefix_arrays([cache[s] for s in group], len(self.quantiles))
-                for group in snap.series
+                exposition.PrefixTable(series, snap.resolution, self._quantile_texts, fmt)
+                for series in snap.series
             )
-            arrays = self._prefix_arrays[key] = (snap.layout, groups)
+        elif cached[0] != snap.layout:
+            groups = tuple(
+                old.carry(series) for old, series in zip(cached[1], snap.series, strict=True)
+            )
+        else:
+            groups = cached[1]
+        topics_pre, brokers_pre = groups
+        self._prefixes[key] = (snap.layout, (topics_pre, brokers_pre))
         self.encoded_rows[fmt] += sum(len(group) for group in snap.series)
         topics, brokers = (
             exposition.encode_chunk(
-                arrays[1][g],
+                (topics_pre, brokers_pre)[g],
                 snap.max_us[g],
                 snap.total[g],
                 snap.lost[g],
