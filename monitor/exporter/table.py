@@ -145,10 +145,6 @@ class WindowTable:
         )
         return [s for s in (self._series_at[r] for r in rows.tolist()) if s is not None]
 
-    def row(self, series: SeriesKey) -> int:
-        """The series' row (it must be in the table)."""
-        return self._row[series]
-
     def latest(self, series: SeriesKey) -> tuple[int | None, ...]:
         """The series' max and quantiles (None where absent), as ``hold`` keeps them."""
         r = self._row[series]
