@@ -186,7 +186,7 @@ def _series_pairs(s: SeriesKey) -> dict[str, str]:
 
 
 def _family_names(s: SeriesKey) -> dict[str, str]:
-    """WindowLines attribute → the family name its line carries for this series."""
+    """A per-window family's attribute → the family name its line carries for this series."""
     return {attr: f for f, _, attr in (BROKER_WINDOW_FAMILIES if s.is_broker else WINDOW_FAMILIES)}
 
 
@@ -199,7 +199,7 @@ MAX_CACHED_VALUES = 1 << 17
 
 
 class _Encoded(dict[int, Any]):
-    """int → its encoding, computed on first use (``d[v]`` in a comprehension)."""
+    """int → its encoding, computed on first use."""
 
     def __init__(self, encode: Callable[[int], Any]) -> None:
         super().__init__()
@@ -213,8 +213,8 @@ class _Encoded(dict[int, Any]):
 #: A latency in µs as text (seconds, the line's end); a count the same.
 _SECONDS_TEXT = _Encoded(lambda us: f"{floatToGoString(us / 1e6)}\n".encode())
 _COUNT_TEXT = _Encoded(lambda n: f"{floatToGoString(n)}\n".encode())
-#: Below this, ``floatToGoString`` is ``repr`` (Go writes an exponent from 1e21 on; the
-#: Prometheus client from 1e6 on, with at most 6 digits before the point).
+#: Below this, ``floatToGoString`` is ``repr``: from 1e6 on it writes an exponent, as Go's
+#: clients do, where ``repr`` does not (tests/unit/exporter/test_exposition_values.py).
 _REPR_BELOW = 1e6
 
 
