@@ -8,6 +8,15 @@ every family). Every series gets its own latency distribution, so the gzip ratio
 flattered by repeated values. CPU is ``time.process_time()`` (server and client threads of this
 process), so a loaded machine's other work is not counted. Bytes are what the client received:
 gzip, as the server compressed it (by parts, ``core.gzip_parts``), for both formats alike.
+
+A scrape follows a batch of 10 s windows (the median of ``--scrapes``), then the 10 s and 1 m
+windows (every scrape at Prometheus' default 1m interval), then every resolution's (once an
+hour). The windows' updates before each are measured apart (``update_*_cpu_s``): the exporter
+encodes nothing there (a scrape encodes the resolutions that changed), and ``*_total_cpu_s`` is
+the update and the scrape together, what the process spends per scrape interval of that kind
+beyond the other 10 s batches of the interval. Memory (tracemalloc, on an exporter of its own)
+is what the filled exporter holds, and ``memory_served_mib`` once it has served both formats
+(each keeps its encoded label prefixes, and its body's parts for the next scrape).
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ from core import promproto
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
 from monitor.exporter import ExporterConfig, LatencyExporter
-from monitor.exporter.server import GZIP_LEVEL
+from monitor.exporter.server import GZIP_LEVEL, PROTOBUF_GZIP_LEVEL
 from testkit.promproto_decode import read_varint
 
 RESOLUTIONS = (("10s", 10), ("1m", 60), ("1h", 3600))
@@ -99,16 +108,23 @@ def measure(
         with_topic_rollups(_windows(series, topics, res, span_s, rate_per_s, seed))
         for seed, (res, span_s) in enumerate(RESOLUTIONS)
     ]
+    config = ExporterConfig(max_series=series + topics, partition_histograms=partition_histograms)
+    # memory on an exporter of its own: tracemalloc slows what it traces several times over
     tracemalloc.start()
-    exporter = LatencyExporter(
-        ExporterConfig(max_series=series + topics, partition_histograms=partition_histograms),
-    )
+    traced = LatencyExporter(config)
+    for batch in batches:
+        traced.update(batch)
+    memory = tracemalloc.get_traced_memory()[0]
+    traced.exposition_parts("text")  # what the server keeps: the bodies' parts
+    traced.exposition_parts("protobuf")
+    memory_served = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    del traced
+    exporter = LatencyExporter(config)
     started = time.perf_counter()
     for batch in batches:
         exporter.update(batch)
     update_s = time.perf_counter() - started
-    memory = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
     started, cpu = time.perf_counter(), time.process_time()
     body = exporter.exposition()
     render_s, render_cpu_s = time.perf_counter() - started, time.process_time() - cpu
@@ -117,31 +133,37 @@ def measure(
     render_pb_cpu_s = time.process_time() - cpu
     server = exporter.serve(port=0)
     gzip_runs, plain_runs, pb_runs = [], [], []
+    updates: dict[str, list[float]] = {"10s": [], "minute": [], "all": []}
+
+    def update(case: str, *closed: list[WindowHistogram]) -> None:
+        cpu = time.process_time()
+        for batch in closed:
+            exporter.update(batch)
+        updates[case].append(time.process_time() - cpu)
+
     try:
         for _ in range(scrapes):
-            # each scrape follows a batch of 10 s windows, as a live job's do: the cost of
-            # re-joining that resolution's lines is in the scrape, the update's is not
-            exporter.update(batches[0])
+            # each scrape follows a batch of 10 s windows, as a live job's do: encoding that
+            # resolution's windows is in the scrape, the update is measured apart
+            update("10s", batches[0])
             gzip_runs.append(_scrape(server.port, True))
-            exporter.update(batches[0])
+            update("10s", batches[0])
             plain_runs.append(_scrape(server.port, False))
-            exporter.update(batches[0])
+            update("10s", batches[0])
             pb_runs.append(_scrape(server.port, True, protobuf=True))
         # at Prometheus' default 1m interval a scrape follows a minute's windows too
         minute = []
         for protobuf in (False, True):
-            exporter.update(batches[0])
-            exporter.update(batches[1])
+            update("minute", batches[0], batches[1])
             minute.append(_scrape(server.port, True, protobuf=protobuf))
         # the costliest scrape: right after every resolution's windows closed (once an hour)
-        for batch in batches:
-            exporter.update(batch)
+        update("all", *batches)
         all_text = _scrape(server.port, True)
-        for batch in batches:
-            exporter.update(batch)
+        update("all", *batches)
         all_pb = _scrape(server.port, True, protobuf=True)
     finally:
         server.close()
+    update_10s, update_minute, update_all = (_median(updates[c]) for c in ("10s", "minute", "all"))
     return {
         "series": series,
         "topics": topics,
@@ -151,6 +173,7 @@ def measure(
         "rate_per_s": rate_per_s,
         "rejected": exporter.series_rejected,
         "memory_mib": memory / 2**20,
+        "memory_served_mib": memory_served / 2**20,
         "update_s": update_s,
         "render_s": render_s,
         "render_cpu_s": render_cpu_s,
@@ -172,6 +195,19 @@ def measure(
         "scrape_pb_minute_cpu_s": minute[1][1],
         "scrape_all_changed_cpu_s": all_text[1],
         "scrape_pb_all_changed_cpu_s": all_pb[1],
+        "scrape_minute_mb": minute[0][2] / 1e6,
+        "scrape_pb_minute_mb": minute[1][2] / 1e6,
+        "scrape_all_changed_mb": all_text[2] / 1e6,
+        "scrape_pb_all_changed_mb": all_pb[2] / 1e6,
+        "update_10s_cpu_s": update_10s,
+        "update_minute_cpu_s": update_minute,
+        "update_all_cpu_s": update_all,
+        "gzip_total_cpu_s": update_10s + _median([c for _, c, _ in gzip_runs]),
+        "pb_total_cpu_s": update_10s + _median([c for _, c, _ in pb_runs]),
+        "minute_total_cpu_s": update_minute + minute[0][1],
+        "pb_minute_total_cpu_s": update_minute + minute[1][1],
+        "all_changed_total_cpu_s": update_all + all_text[1],
+        "pb_all_changed_total_cpu_s": update_all + all_pb[1],
         "scrapes": scrapes,
         "gzip_levels": _gzip_levels(body),
         "families": _family_bytes(body),
@@ -200,7 +236,8 @@ def _family_bytes(body: bytes) -> dict[str, int]:
 
 
 def _family_bytes_pb(body: bytes) -> dict[str, dict[str, int]]:
-    """Bytes of each delimited MetricFamily: raw, and gzipped alone at the server's level."""
+    """Bytes of each delimited MetricFamily: raw, and gzipped alone at the server's protobuf
+    level."""
     out: dict[str, dict[str, int]] = {}
     pos = 0
     while pos < len(body):
@@ -208,7 +245,8 @@ def _family_bytes_pb(body: bytes) -> dict[str, dict[str, int]]:
         message = body[start : start + size]
         name_size, name_at = read_varint(message, 1)  # field 1 (the name) comes first
         name = message[name_at : name_at + name_size].decode()
-        out[name] = {"raw": size, "gzip": len(gzip.compress(message, compresslevel=GZIP_LEVEL))}
+        packed = gzip.compress(message, compresslevel=PROTOBUF_GZIP_LEVEL)
+        out[name] = {"raw": size, "gzip": len(packed)}
         pos = start + size
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["gzip"]))
 

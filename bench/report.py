@@ -1011,6 +1011,29 @@ def headline_scrape(results: dict[str, Json]) -> str:
     )
 
 
+def _scrape_updates(r: Json) -> str:
+    """The windows' updates before the scrapes, and each kind of scrape with its update."""
+    keys = ("update_10s_cpu_s", "update_minute_cpu_s", "update_all_cpu_s")
+    if not all(k in r for k in keys):
+        return ""
+    totals = ", ".join(
+        f"{label} {r[pb]:.2f} s in protobuf and {r[text]:.2f} s in text"
+        for label, pb, text in (
+            ("after a batch", "pb_total_cpu_s", "gzip_total_cpu_s"),
+            ("after a minute", "pb_minute_total_cpu_s", "minute_total_cpu_s"),
+            ("after all", "pb_all_changed_total_cpu_s", "all_changed_total_cpu_s"),
+        )
+    )
+    return (
+        "\n\nThe windows' updates before these scrapes are not in them: the exporter keeps a "
+        "closed window's numbers and encodes nothing when it arrives; a scrape encodes the "
+        f"resolutions that changed. The updates cost {r['update_10s_cpu_s']:.2f} s of CPU for a "
+        f"batch of 10 s windows, {r['update_minute_cpu_s']:.2f} s for the 10 s and 1 m windows "
+        f"and {r['update_all_cpu_s']:.2f} s for every resolution's; update and scrape together: "
+        f"{totals}."
+    )
+
+
 def scrape_section(after: Json, before: Json | None) -> str:
     """Scrape bytes and time, and where the bytes go, from cardinality(_before).json."""
     runs = [("now", after)] + ([("before: 92cb660", before)] if before else [])
@@ -1081,6 +1104,7 @@ def scrape_section(after: Json, before: Json | None) -> str:
             ],
             pb_rows,
         )
+        + _scrape_updates(after)
         + (
             "\n\nWhere the protobuf goes (each family gzipped alone):\n\n"
             + table(["family", "protobuf", "gzip"], pb_families)
@@ -1124,7 +1148,8 @@ def scrape_section(after: Json, before: Json | None) -> str:
             if before
             else ""
         )
-        + "\n\nThe server's gzip level (`monitor.exporter.server.GZIP_LEVEL`), measured on this "
+        + "\n\nThe server's gzip level for text (`monitor.exporter.server.GZIP_LEVEL`; protobuf "
+        "scrapes use `PROTOBUF_GZIP_LEVEL`), measured on this "
         "body gzipped whole (the server compresses by parts: a resolution's unchanged chunk "
         "once):\n\n"
         + table(["level", "on the wire", "CPU"], levels)

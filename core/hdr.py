@@ -7,10 +7,11 @@ The Spark column expression in ``streaming.histograms`` computes the same indice
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -215,6 +216,25 @@ class SparseHistogram:
         """The histogram of both sample sets: counts added bucket by bucket."""
         if other.layout != self.layout:
             raise ValueError("cannot merge histograms with different layouts")
+        at = np.searchsorted(self.index, other.index)
+        if (
+            at.size
+            and at[-1] < self.index.size
+            and (self.index[at] == other.index).all()
+            and self.count.all()
+        ):
+            # every bucket of other is one of self's already (a cumulative histogram, once it
+            # has seen a few windows): add in place of sorting both again (the exporter merges
+            # 60 topic windows per batch into histograms of 10,000 buckets and more)
+            count = self.count.copy()
+            np.add.at(count, at, other.count)
+            return SparseHistogram(
+                self.layout,
+                self.index,
+                count,
+                max(self.max_us, other.max_us),
+                self.sum_us + other.sum_us,
+            )
         return SparseHistogram.from_counts(
             self.layout,
             np.concatenate([self.index, other.index]),
@@ -259,3 +279,78 @@ class SparseHistogram:
     def count_at_or_below(self, value_us: int) -> int:
         """Samples whose bucket lies entirely at or below ``value_us`` (for cumulative buckets)."""
         return self.counts_at_or_below((value_us,))[0]
+
+
+class ManyReads(NamedTuple):
+    """``quantiles_of_many``'s reads, one row per histogram."""
+
+    #: histograms × quantiles: ``values_at_quantiles``, -1 where it holds fewer than
+    #: ``min_samples_for(q)`` samples
+    values: I64
+    totals: I64
+    max_us: I64
+    overflow: I64
+
+
+#: Histograms read together by ``quantiles_of_many``: their buckets' arrays stay a few MB (one
+#: pass over 26 million buckets of 30,000 windows took 2.4 s, most of it in page faults of fresh
+#: arrays; 512 at a time 0.2 s).
+MANY_AT_ONCE: Final = 512
+
+
+def quantiles_of_many(hists: Sequence[SparseHistogram], qs: Sequence[float]) -> ManyReads:
+    """The quantiles, totals, max and overflow of many histograms of one layout at once.
+
+    One cumulative sum over many instead of one per histogram: the exporter reads the quantiles
+    of 30,000 windows per batch at 10,000 probe partitions, 2.3 s one by one, a tenth of that
+    here (tests/unit/core/test_hdr_vectorised.py holds the two equal).
+    """
+    reads = [
+        _quantiles_of(hists[i : i + MANY_AT_ONCE], qs) for i in range(0, len(hists), MANY_AT_ONCE)
+    ]
+    if len(reads) == 1:
+        return reads[0]
+    if not reads:
+        return _quantiles_of([], qs)
+    return ManyReads(*(np.concatenate(column) for column in zip(*reads, strict=True)))
+
+
+@functools.lru_cache(maxsize=1 << 16)  # windows' sample counts repeat from batch to batch
+def _rank(q: float, total: int) -> int:
+    return rank_for_quantile(q, total)
+
+
+def _quantiles_of(hists: Sequence[SparseHistogram], qs: Sequence[float]) -> ManyReads:
+    n = len(hists)
+    out = np.full((n, len(qs)), -1, dtype=np.int64)
+    maxes = np.fromiter((h.max_us for h in hists), dtype=np.int64, count=n)
+    sizes = np.fromiter((h.index.size for h in hists), dtype=np.int64, count=n)
+    if n == 0 or not sizes.any():
+        zeros = np.zeros(n, np.int64)
+        return ManyReads(out, zeros, maxes, zeros.copy())
+    layout = hists[0].layout
+    index = np.concatenate([h.index for h in hists])
+    cum = np.cumsum(np.concatenate([h.count for h in hists]))
+    ends = np.cumsum(sizes)
+    upto = np.concatenate(([0], cum))[ends]  # samples up to each one's end
+    before = np.concatenate(([0], upto[:-1]))
+    totals = upto - before
+    # indices are sorted: overflow, the highest, can only be a histogram's last bucket
+    last = np.maximum(ends - 1, 0)
+    overflow = np.where(
+        (sizes > 0) & (index[last] == layout.overflow_index),
+        cum[last] - np.concatenate(([0], cum))[last],
+        0,
+    )
+    distinct, where = np.unique(totals, return_inverse=True)
+    for j, q in enumerate(qs):
+        has = totals >= min_samples_for(q)
+        if q >= 1.0:
+            out[has, j] = maxes[has]
+            continue
+        ranks = np.array([_rank(q, t) for t in distinct.tolist()], dtype=np.int64)
+        idx = index[np.searchsorted(cum, before[has] + ranks[where[has]])]
+        overflowed = idx >= layout.overflow_index
+        highs = layout.highest_value_at(np.where(overflowed, 0, idx))
+        out[has, j] = np.where(overflowed, maxes[has], np.minimum(highs, maxes[has]))
+    return ManyReads(out, totals, maxes, overflow)

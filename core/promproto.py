@@ -107,6 +107,17 @@ def gauge(label_fields: bytes, value: float) -> bytes:
     return _metric(label_fields + _GAUGE + _DOUBLE.pack(value))
 
 
+def gauge_prefix(label_fields: bytes) -> bytes:
+    """A gauge Metric up to its value: ``gauge(l, v) == gauge_prefix(l) + <v as a double>``
+    (a series' labels are encoded once, its values joined on at every change)."""
+    return b"\x22" + varint(len(label_fields) + len(_GAUGE) + 8) + label_fields + _GAUGE
+
+
+def counter_prefix(label_fields: bytes) -> bytes:
+    """``gauge_prefix`` of a counter Metric."""
+    return b"\x22" + varint(len(label_fields) + len(_COUNTER) + 8) + label_fields + _COUNTER
+
+
 def counter(label_fields: bytes, value: float) -> bytes:
     """One counter Metric (field 4 of its family)."""
     return _metric(label_fields + _COUNTER + _DOUBLE.pack(value))

@@ -43,12 +43,15 @@ from core import promproto
 from core.gzip_parts import PartsGzip
 from runtime.webconfig import READY_PATH, UNAUTHORIZED_HEADERS, WebConfig
 
-#: zlib level of gzipped scrapes. At 10,000 probe partitions a whole body of 67 MB of text took
-#: 0.3 s of CPU at level 4 (4.3 MB) and 0.57 s at level 6 (4.0 MB); the protobuf body 6.6 MB and
-#: 6.3 MB. Compressed by parts (``core.gzip_parts``), a scrape after a batch of 10 s windows
-#: compresses only that resolution's third of the body, so level 6 fits the 0.5 s budget and its
-#: bytes are what keeps the protobuf scrape under 5 MB (bench.cardinality, docs/benchmarks.md).
-GZIP_LEVEL = 6
+#: zlib level of gzipped text scrapes. At 10,000 probe partitions the exporter's 67 MB of text
+#: are 4.3 MB at level 4 and 4.0 MB at level 6, for half the CPU (0.27 s and 0.54 s, the whole
+#: body): level 4 keeps a scrape after the 10 s and 1 m windows closed, which compresses those
+#: two resolutions' parts (``core.gzip_parts``), within the 0.5 s budget, its bytes well within
+#: 5 MB (bench.cardinality, docs/benchmarks.md).
+GZIP_LEVEL = 4
+#: zlib level of gzipped protobuf scrapes: 8-byte doubles compress less than their text, and
+#: level 6 is what keeps the 61 MB body under 5 MB at 10,000 partitions (4.96 MB; level 5: 5.14).
+PROTOBUF_GZIP_LEVEL = 6
 #: Seconds a client has to finish its TLS handshake.
 TLS_HANDSHAKE_TIMEOUT_S = 5.0
 #: Seconds a client has to send its whole request line and headers, however it trickles them.
@@ -240,7 +243,10 @@ class MetricsServer:
     def _gzip(self, data: Body, content_type: str) -> bytes | None:
         """The body gzipped; each format keeps its own compressor (a text scraper and a protobuf
         one do not evict each other's parts), and an unchanged part is not compressed again."""
-        packer = self._gzipped.setdefault(content_type, PartsGzip(GZIP_LEVEL))
+        packer = self._gzipped.get(content_type)
+        if packer is None:
+            level = PROTOBUF_GZIP_LEVEL if content_type == promproto.CONTENT_TYPE else GZIP_LEVEL
+            packer = self._gzipped.setdefault(content_type, PartsGzip(level))
         if not self._renders.acquire(timeout=RENDER_WAIT_S):
             return None
         try:

@@ -5,16 +5,18 @@ The small families (window ends, series counts, pipeline health) are prometheus_
 families written by its ``generate_latest``. The per-window gauges, the cumulative histogram and
 the counters are rendered by hand, for speed: with 10,200 series × 3 resolutions, building metric
 families on every scrape took 5.7 s per scrape (label validation and quantile reads for 476k
-samples); rendering a closed window's lines once, when it arrives, and joining text per scrape
-took 0.4 s (commit a121808). At 10,000 probe partitions (90,180 windows) that join, the histogram
-and the counters took 2.2 s of CPU; with each resolution's lines joined once per change, a
-histogram series rendered when a window adds to it, and counters written by hand, a scrape right
-after a batch takes 0.43 s including gzip (docs/benchmarks.md, scrape cost). The hand-written
-lines are checked byte for byte against prometheus_client's rendering (tests/unit/exporter).
-Nothing here reads a quantile from anything but a (merged) histogram.
+samples). Rendering each closed window's lines when it arrived then cost 3 s of CPU per batch of
+10 s windows at 10,000 probe partitions (30,060 windows, every one re-rendered though a scrape
+shows only the latest), and a scrape after the 10 s and 1 m windows 0.5-0.6 s. Now a window's
+numbers are kept (``table``) and a scrape encodes each resolution that changed, in one pass: a
+(series, quantile) sample's label set never changes, so its prefix (the text line up to the
+value, the protobuf Metric up to its double) is encoded once per series (``series_prefixes``)
+and joined with the values, each distinct value formatted once (HDR reports few), doubles
+packed by numpy. That scrape takes 0.3-0.4 s including gzip (docs/benchmarks.md, scrape cost).
+The hand-written lines are checked byte for byte against prometheus_client's rendering
+(tests/unit/exporter). Nothing here reads a quantile from anything but a (merged) histogram.
 
-The protobuf body is built the same way: a closed window's Metric messages are encoded once,
-beside its lines, and joined per family; a family's length prefix is the sum of its parts. One
+The protobuf body is built the same way, a family's length prefix the sum of its parts. One
 thing differs: a resolution's quantile gauges are joined in order of their value, not of their
 series. A latency in seconds is 8 incompressible bytes as a protobuf double (a few digits as text),
 but HDR reports few distinct values (8,400 among 105,000 quantiles of 10 s windows at 10,000
@@ -28,20 +30,20 @@ family's metrics have no order in the format, and Prometheus keys every series b
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.utils import floatToGoString
 
 from core import promproto
-from core.hdr import min_samples_for
-from core.windows import SeriesKey, WindowHistogram
-from monitor.exporter.hold import Values
+from core.windows import ALL_PARTITIONS, SeriesKey
 from monitor.exporter.native import ZERO_THRESHOLD_S, NativeBuckets
+from monitor.exporter.table import ABSENT, series_key
 from streaming.counters import StreamCounters
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -159,41 +161,6 @@ HEALTH_DOCS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class WindowProto:
-    """A closed window's protobuf Metric messages, one ``bytes`` per family (encoded once); the
-    quantile gauges one message each, with their sort keys, to be joined in value order."""
-
-    quantiles: tuple[bytes, ...]
-    max: bytes
-    samples: bytes
-    lost: bytes
-    peak: bytes = b""
-    quantile_peaks: bytes = b""
-    #: ``value_key`` of each of ``quantiles``
-    quantile_keys: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class WindowLines:
-    """A closed window's exposition lines, one string per family (rendered once), and the same
-    as protobuf messages (``pb``)."""
-
-    quantiles: str
-    max: str
-    samples: str
-    lost: str
-    #: the held peak's lines (max, quantiles); they change while the window stays the latest
-    peak: str = ""
-    quantile_peaks: str = ""
-    pb: WindowProto = WindowProto((), b"", b"", b"")
-
-
-def series_key(s: SeriesKey) -> tuple[str, str, str, str]:
-    """The series' label values in ``SERIES_LABELS`` order (also its sort order)."""
-    return (s.cluster, s.topic, s.partition, s.kind)
-
-
 def _escape(value: str) -> str:
     """A label value as the text format wants it."""
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
@@ -219,26 +186,107 @@ def _series_pairs(s: SeriesKey) -> dict[str, str]:
 
 
 def _family_names(s: SeriesKey) -> dict[str, str]:
-    """WindowLines attribute → the family name its line carries for this series."""
+    """A per-window family's attribute → the family name its line carries for this series."""
     return {attr: f for f, _, attr in (BROKER_WINDOW_FAMILIES if s.is_broker else WINDOW_FAMILIES)}
 
 
-def window_values(w: WindowHistogram, quantiles: Sequence[float]) -> Values:
-    """The window's exact max, then each quantile of its histogram (None where the window holds
-    fewer than 1/(1-q) samples): what its lines show and what a held peak keeps."""
-    total = w.hist.total
-    supported = [q for q in quantiles if total >= min_samples_for(q)]
-    read = iter(w.hist.values_at_quantiles(supported))
-    quantile_values = [next(read) if total >= min_samples_for(q) else None for q in quantiles]
-    return (w.hist.max_us, *quantile_values)
+I64 = npt.NDArray[np.int64]
+#: A per-window family's attribute → its index in a chunk (``WINDOW_FAMILIES`` order).
+FAMILY_ATTRS: tuple[str, ...] = tuple(attr for _, _, attr in WINDOW_FAMILIES)
+#: Value encodings kept per distinct value (HDR reports few: 8,400 among 105,000 quantiles of
+#: 10 s windows at 10,000 partitions); let go at this size (exact maxima are all distinct).
+MAX_CACHED_VALUES = 1 << 17
 
 
-def _value_lines(name: str, lv: str, lq: str, values: Values, quantile_texts: Sequence[str]) -> str:
-    """One line per quantile that has a value."""
-    return "".join(
-        f"{name}{{{lq.format(qt)}}} {floatToGoString(v / 1e6)}\n"
-        for qt, v in zip(quantile_texts, values[1:], strict=True)
-        if v is not None
+class _Encoded(dict[int, Any]):
+    """int → its encoding, computed on first use."""
+
+    def __init__(self, encode: Callable[[int], Any]) -> None:
+        super().__init__()
+        self._encode = encode
+
+    def __missing__(self, value: int) -> Any:
+        out = self[value] = self._encode(value)
+        return out
+
+
+#: A latency in µs as text (seconds, the line's end); a count the same.
+_SECONDS_TEXT = _Encoded(lambda us: f"{floatToGoString(us / 1e6)}\n".encode())
+_COUNT_TEXT = _Encoded(lambda n: f"{floatToGoString(n)}\n".encode())
+#: Below this, ``floatToGoString`` is ``repr``: from 1e6 on it writes an exponent, as Go's
+#: clients do, where ``repr`` does not (tests/unit/exporter/test_exposition_values.py).
+_REPR_BELOW = 1e6
+
+
+def _cached_text(cache: _Encoded, values: npt.NDArray[np.int64]) -> list[bytes]:
+    """Values that repeat (HDR's quantiles, sample counts), each formatted once."""
+    if len(cache) > MAX_CACHED_VALUES:
+        cache.clear()
+    return list(map(cache.__getitem__, values.tolist()))
+
+
+def go_texts(values: npt.NDArray[np.float64]) -> list[bytes]:
+    """``floatToGoString`` of each value and a newline (values that rarely repeat: exact maxima,
+    counters), without its per-value checks where ``repr`` is the same."""
+    if values.size and values.min() >= 0 and values.max() < _REPR_BELOW:
+        return [f"{v!r}\n".encode() for v in values.tolist()]
+    return [f"{floatToGoString(v)}\n".encode() for v in values.tolist()]
+
+
+def pb_doubles(values: npt.NDArray[Any]) -> list[bytes]:
+    """Each value as a protobuf double (8 bytes, little-endian), in one numpy pass."""
+    return values.astype("<f8").view("V8").tolist()  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
+class Prefixes:
+    """One series' samples at one resolution, everything but the value, per family
+    (``FAMILY_ATTRS``): text up to the space before the value, protobuf up to the double
+    (``\\x22``, length, labels, gauge tag). A label set never changes, only its value does."""
+
+    quantiles: tuple[Any, ...]
+    max: Any
+    peak: Any
+    quantile_peaks: tuple[Any, ...]
+    samples: Any
+    lost: Any
+
+
+def series_prefixes(
+    s: SeriesKey, resolution: str, quantile_texts: Sequence[str], fmt: str, held: bool
+) -> Prefixes:
+    """The series' ``Prefixes`` in ``fmt`` (``"text"`` or ``"protobuf"``, as bytes); the held
+    peak's only if the series holds one (``held``), ``lost`` only for e2e series (else None)."""
+    name = _family_names(s)
+    pairs = {**_series_pairs(s), "window": resolution}
+    e2e = s.kind == "e2e"
+    none = (None,) * len(quantile_texts)
+    if fmt == "text":
+        lv, lq = _labels(pairs), _labels(pairs, extra="q")
+        return Prefixes(
+            tuple(f"{name['quantiles']}{{{lq.format(qt)}}} ".encode() for qt in quantile_texts),
+            f"{name['max']}{{{lv}}} ".encode(),
+            f"{name['peak']}{{{lv}}} ".encode() if held else None,
+            tuple(f"{name['quantile_peaks']}{{{lq.format(qt)}}} ".encode() for qt in quantile_texts)
+            if held
+            else none,
+            f"{name['samples']}{{{lv}}} ".encode(),
+            f"{name['lost']}{{{lv}}} ".encode() if e2e else None,
+        )
+    # a family's name is in its head: the held peak's samples carry the same labels
+    before = promproto.labels({k: v for k, v in pairs.items() if k < "q"})
+    after = promproto.labels({k: v for k, v in pairs.items() if k > "q"})
+    plain = promproto.gauge_prefix(before + after)
+    quantiles = tuple(
+        promproto.gauge_prefix(before + _q_label(qt) + after) for qt in quantile_texts
+    )
+    return Prefixes(
+        quantiles,
+        plain,
+        plain if held else None,
+        quantiles if held else none,
+        plain,
+        plain if e2e else None,
     )
 
 
@@ -247,121 +295,147 @@ def _q_label(q_text: str) -> bytes:
     return promproto.label("q", q_text)
 
 
-def _pb_labels(pairs: Mapping[str, str]) -> tuple[bytes, bytes]:
-    """The series' label fields sorted by name, split where ``q`` goes (before, after)."""
-    return (
-        promproto.labels({k: v for k, v in pairs.items() if k < "q"}),
-        promproto.labels({k: v for k, v in pairs.items() if k > "q"}),
-    )
+class PrefixTable:
+    """One group's ``Prefixes`` in exposition order (a resolution's partition and topic series, or
+    its broker rollups), as object arrays (rows × quantiles for the quantile families), so that a
+    scrape picks the present samples' prefixes in one step. A prefix is encoded when a sample
+    first needs it (``ensure``): a 10 s window rarely has the p99.99 a 1 h window has, and at
+    10,000 partitions the unused ones would be a third of the quantile prefixes' memory."""
+
+    def __init__(
+        self, series: Sequence[SeriesKey], resolution: str, quantile_texts: Sequence[str], fmt: str
+    ) -> None:
+        self.series = tuple(series)
+        self.resolution, self.quantile_texts, self.fmt = resolution, tuple(quantile_texts), fmt
+        n, q = len(self.series), len(quantile_texts)
+        self.quantiles = np.full((n, q), None, dtype=object)
+        self.quantile_peaks = np.full((n, q), None, dtype=object)
+        self.max = np.full(n, None, dtype=object)
+        self.peak = np.full(n, None, dtype=object)
+        self.samples = np.full(n, None, dtype=object)
+        self.lost = np.full(n, None, dtype=object)
+        #: rows of e2e series (the only ones with a ``lost`` gauge)
+        self.e2e = np.array([s.kind == "e2e" for s in self.series], dtype=bool)
+        #: which prefixes are encoded: a row's single-sample families, its quantiles, its peak's
+        self._rows = np.zeros(n, dtype=bool)
+        self._quantiles = np.zeros((n, q), dtype=bool)
+        self._quantile_peaks = np.zeros((n, q), dtype=bool)
+
+    def carry(self, series: Sequence[SeriesKey]) -> PrefixTable:
+        """The table for a new set of series (one came or went): the prefixes of those that
+        stay are kept, none is encoded again."""
+        new = PrefixTable(series, self.resolution, self.quantile_texts, self.fmt)
+        old_row = {s: i for i, s in enumerate(self.series)}
+        pairs = [(i, old_row[s]) for i, s in enumerate(new.series) if s in old_row]
+        if pairs:
+            to, src = (np.array(x, dtype=np.int64) for x in zip(*pairs, strict=True))
+            for name in ("quantiles", "quantile_peaks", "max", "peak", "samples", "lost"):
+                getattr(new, name)[to] = getattr(self, name)[src]
+            for name in ("_rows", "_quantiles", "_quantile_peaks"):
+                getattr(new, name)[to] = getattr(self, name)[src]
+        return new
+
+    def ensure(self, has_q: npt.NDArray[np.bool_], has_pq: npt.NDArray[np.bool_]) -> None:
+        """Encode the prefixes the present samples need and have not got yet."""
+        need_q = has_q & ~self._quantiles
+        need_pq = has_pq & ~self._quantile_peaks
+        rows = np.flatnonzero(~self._rows | need_q.any(axis=1) | need_pq.any(axis=1))
+        for r in rows.tolist():
+            s = self.series[r]
+            held = s.partition == ALL_PARTITIONS
+            p = series_prefixes(s, self.resolution, self.quantile_texts, self.fmt, held)
+            if not self._rows[r]:
+                self.max[r], self.peak[r], self.samples[r], self.lost[r] = (
+                    p.max,
+                    p.peak,
+                    p.samples,
+                    p.lost,
+                )
+                self._rows[r] = True
+            for j in np.flatnonzero(need_q[r]).tolist():
+                self.quantiles[r, j] = p.quantiles[j]
+            for j in np.flatnonzero(need_pq[r]).tolist():
+                self.quantile_peaks[r, j] = p.quantile_peaks[j]
+        self._quantiles |= need_q
+        self._quantile_peaks |= need_pq
 
 
-def _value_pb(pb: tuple[bytes, bytes], values: Values, quantile_texts: Sequence[str]) -> bytes:
-    """One gauge message per quantile that has a value."""
-    return b"".join(_value_messages(pb, values, quantile_texts)[0])
+def _interleave(prefixes: npt.NDArray[np.object_], values: list[bytes]) -> bytes:
+    """prefix, value, prefix, value, … joined."""
+    if not values:
+        return b""
+    out: list[bytes] = [b""] * (2 * len(values))
+    out[::2] = prefixes.tolist()
+    out[1::2] = values
+    return b"".join(out)
 
 
-def value_key(value_us: int, rank: int) -> int:
+def value_key(
+    value_us: npt.NDArray[np.int64], rank: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
     """A quantile gauge's place in its resolution's protobuf chunk: by value, then quantile."""
     return value_us * 64 + rank
 
 
-def _value_messages(
-    pb: tuple[bytes, bytes], values: Values, quantile_texts: Sequence[str]
-) -> tuple[tuple[bytes, ...], tuple[int, ...]]:
-    """``_value_pb``'s messages one by one, and their ``value_key``."""
-    before, after = pb
-    had = [
-        (promproto.gauge(before + _q_label(qt) + after, v / 1e6), value_key(v, rank))
-        for rank, (qt, v) in enumerate(zip(quantile_texts, values[1:], strict=True))
-        if v is not None
-    ]
-    return tuple(m for m, _ in had), tuple(k for _, k in had)
+Encoder = Callable[[I64], list[bytes]]
 
 
-def peak_lines(
-    s: SeriesKey, resolution: str, peak: Values, quantile_texts: Sequence[str]
-) -> tuple[str, str, bytes, bytes]:
-    """The series' held peak lines at one resolution: the max's, and the quantiles', as text
-    and as protobuf messages."""
-    name = _family_names(s)
-    pairs = {**_series_pairs(s), "window": resolution}
-    lv, lq = _labels(pairs), _labels(pairs, extra="q")
-    pb = _pb_labels(pairs)
-    max_us = peak[0]
-    assert max_us is not None
+def _text_seconds(values_us: I64) -> list[bytes]:
+    return _cached_text(_SECONDS_TEXT, values_us)
+
+
+def _text_counts(values: I64) -> list[bytes]:
+    return _cached_text(_COUNT_TEXT, values)
+
+
+def _text_exact(values_us: I64) -> list[bytes]:
+    return go_texts(values_us / 1e6)
+
+
+def _pb_seconds(values_us: I64) -> list[bytes]:
+    return pb_doubles(values_us / 1e6)
+
+
+#: Per format, how values are encoded: latencies that repeat (quantiles), exact latencies
+#: (maxima), counts.
+_TEXT_VALUES: tuple[Encoder, Encoder, Encoder] = (_text_seconds, _text_exact, _text_counts)
+_PB_VALUES: tuple[Encoder, Encoder, Encoder] = (_pb_seconds, _pb_seconds, pb_doubles)
+
+
+def encode_chunk(
+    pre: PrefixTable,
+    max_us: npt.NDArray[np.int64],
+    total: npt.NDArray[np.int64],
+    lost: npt.NDArray[np.int64],
+    quantiles_us: npt.NDArray[np.int64],
+    peak_max_us: npt.NDArray[np.int64],
+    peak_quantiles_us: npt.NDArray[np.int64],
+    fmt: str,
+) -> tuple[bytes, ...]:
+    """One group's rows of one resolution encoded per family (``FAMILY_ATTRS`` order): the
+    values of the rows joined with their cached prefixes, ``ABSENT`` values left out. Text in
+    series order; protobuf too, but for the quantile gauges, joined in order of their value
+    (see the module's docstring)."""
+    text = fmt == "text"
+    seconds, exact, counts = _TEXT_VALUES if text else _PB_VALUES
+    has_q = quantiles_us != ABSENT
+    held = peak_max_us != ABSENT
+    has_pq = peak_quantiles_us != ABSENT
+    pre.ensure(has_q, has_pq)
+    q_values = quantiles_us[has_q]
+    q_prefixes = pre.quantiles[has_q]
+    if not text:  # by value, then quantile: equal doubles next to each other (gzip)
+        ranks = np.broadcast_to(np.arange(quantiles_us.shape[1]), quantiles_us.shape)[has_q]
+        by_value = np.argsort(value_key(q_values, ranks), kind="stable")
+        q_values, q_prefixes = q_values[by_value], q_prefixes[by_value]
     return (
-        f"{name['peak']}{{{lv}}} {floatToGoString(max_us / 1e6)}\n",
-        _value_lines(name["quantile_peaks"], lv, lq, peak, quantile_texts),
-        promproto.gauge(pb[0] + pb[1], max_us / 1e6),
-        _value_pb(pb, peak, quantile_texts),
+        _interleave(q_prefixes, seconds(q_values)),
+        _interleave(pre.max, exact(max_us)),
+        _interleave(pre.peak[held], exact(peak_max_us[held])),
+        _interleave(pre.quantile_peaks[has_pq], seconds(peak_quantiles_us[has_pq])),
+        _interleave(pre.samples, counts(total)),
+        _interleave(pre.lost[pre.e2e], counts(lost[pre.e2e])),
     )
-
-
-def render_window(
-    w: WindowHistogram,
-    quantile_texts: Sequence[str],
-    values: Values,
-    peak: Values | None = None,
-) -> WindowLines:
-    """The window's lines for each per-window family from its ``window_values``; held-peak
-    lines only with ``peak`` (the series holds one)."""
-    s = w.series
-    name = _family_names(s)
-    pairs = {**_series_pairs(s), "window": w.resolution}
-    lv, lq = _labels(pairs), _labels(pairs, extra="q")
-    held = (
-        peak_lines(s, w.resolution, peak, quantile_texts)
-        if peak is not None
-        else ("", "", b"", b"")
-    )
-    pb = _pb_labels(pairs)
-    plain = pb[0] + pb[1]
-    quantile_messages, quantile_keys = _value_messages(pb, values, quantile_texts)
-    return WindowLines(
-        _value_lines(name["quantiles"], lv, lq, values, quantile_texts),
-        f"{name['max']}{{{lv}}} {floatToGoString(w.hist.max_us / 1e6)}\n",
-        f"{name['samples']}{{{lv}}} {floatToGoString(w.hist.total)}\n",
-        f"{name['lost']}{{{lv}}} {floatToGoString(w.lost)}\n" if s.kind == "e2e" else "",
-        held[0],
-        held[1],
-        WindowProto(
-            quantile_messages,
-            promproto.gauge(plain, w.hist.max_us / 1e6),
-            promproto.gauge(plain, w.hist.total),
-            promproto.gauge(plain, w.lost) if s.kind == "e2e" else b"",
-            held[2],
-            held[3],
-            quantile_keys,
-        ),
-    )
-
-
-def window_chunk(
-    lines: Sequence[WindowLines], families: Sequence[tuple[str, str, str]] = WINDOW_FAMILIES
-) -> tuple[bytes, ...]:
-    """Windows' pre-rendered lines joined per family (``families`` order), for one resolution:
-    a resolution whose windows did not change keeps its chunk between scrapes."""
-    return tuple("".join([getattr(w, attr) for w in lines]).encode() for _, _, attr in families)
-
-
-def window_pb_chunk(
-    lines: Sequence[WindowLines], families: Sequence[tuple[str, str, str]] = WINDOW_FAMILIES
-) -> tuple[bytes, ...]:
-    """``window_chunk`` of the protobuf messages, the quantile gauges in value order."""
-    return tuple(
-        by_value(lines) if attr == "quantiles" else b"".join([getattr(w.pb, attr) for w in lines])
-        for _, _, attr in families
-    )
-
-
-def by_value(lines: Sequence[WindowLines]) -> bytes:
-    """The windows' quantile gauge messages joined in ``value_key`` order (see the module's
-    docstring: equal doubles next to each other is what gzip can shorten)."""
-    messages = [m for w in lines for m in w.pb.quantiles]
-    keys = np.fromiter(
-        (k for w in lines for k in w.pb.quantile_keys), dtype=np.int64, count=len(messages)
-    )
-    return b"".join([messages[i] for i in np.argsort(keys, kind="stable").tolist()])
 
 
 def window_pb(
@@ -488,39 +562,66 @@ def counter_families(counters: StreamCounters) -> Iterable[Any]:
 
 
 @functools.lru_cache(maxsize=1 << 16)  # bounded; 10,000 partitions need 20,000 entries
-def _counter_head(attr: str, key: Any) -> str:
-    """``name_total{labels}`` of one counter sample: its labels do not change between scrapes."""
+def _counter_head(attr: str, key: Any) -> bytes:
+    """``name_total{labels} `` of one counter sample: its labels do not change between scrapes."""
     name, _, labels = COUNTER_FAMILIES[attr]
-    return f"{name}_total{{{_labels(dict(zip(labels, _label_values(key), strict=True)))}}}"
-
-
-def counter_text(counters: StreamCounters) -> str:
-    """``counter_families`` as ``generate_latest`` writes them, by hand: at 10,000 partitions its
-    label checks took 0.2 s per scrape for the 20,000 echo and loss counters."""
-    out = []
-    for attr, (name, doc, _) in COUNTER_FAMILIES.items():
-        out.append(f"# HELP {name}_total {doc}\n# TYPE {name}_total counter\n")
-        values: Mapping[Any, int] = getattr(counters, attr)
-        for k in sorted(values, key=_counter_order):
-            out.append(f"{_counter_head(attr, k)} {floatToGoString(values[k])}\n")
-    return "".join(out)
+    pairs = _labels(dict(zip(labels, _label_values(key), strict=True)))
+    return f"{name}_total{{{pairs}}} ".encode()
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _counter_labels(attr: str, key: Any) -> bytes:
+    """A counter sample's Metric up to its double (``_counter_head`` in protobuf)."""
     _, _, labels = COUNTER_FAMILIES[attr]
-    return promproto.labels(dict(zip(labels, _label_values(key), strict=True)))
+    return promproto.counter_prefix(
+        promproto.labels(dict(zip(labels, _label_values(key), strict=True)))
+    )
 
 
-def counter_pb(counters: StreamCounters) -> list[bytes]:
+class CounterOrder:
+    """Each counter family's samples in exposition order, with their encoded labels: sorted
+    and encoded again only when the family's set of keys changed (20,000 echo and loss
+    counters at 10,000 partitions, every one of which changes with each batch)."""
+
+    def __init__(self) -> None:
+        #: (family attribute, format) → (its keys, them in order, their label prefixes)
+        self._orders: dict[tuple[str, str], tuple[set[Any], list[Any], npt.NDArray[Any]]] = {}
+
+    def __call__(self, attr: str, values: Mapping[Any, int], fmt: str) -> tuple[list[Any], Any]:
+        """The keys of ``values`` in order, and their prefixes in ``fmt``."""
+        got = self._orders.get((attr, fmt))
+        if got is None or got[0] != values.keys():
+            order = sorted(values, key=_counter_order)
+            head = _counter_head if fmt == "text" else _counter_labels
+            heads = np.empty(len(order), dtype=object)
+            heads[:] = [head(attr, k) for k in order]
+            got = self._orders[(attr, fmt)] = (set(order), order, heads)
+        return got[1], got[2]
+
+
+def counter_text(counters: StreamCounters, order: CounterOrder | None = None) -> bytes:
+    """``counter_families`` as ``generate_latest`` writes them, by hand: at 10,000 partitions its
+    label checks took 0.2 s per scrape for the 20,000 echo and loss counters."""
+    order = order or CounterOrder()
+    out = []
+    for attr, (name, doc, _) in COUNTER_FAMILIES.items():
+        out.append(f"# HELP {name}_total {doc}\n# TYPE {name}_total counter\n".encode())
+        values: Mapping[Any, int] = getattr(counters, attr)
+        keys, heads = order(attr, values, "text")
+        counts = np.array([values[k] for k in keys], dtype=np.float64)
+        out.append(_interleave(heads, go_texts(counts)))
+    return b"".join(out)
+
+
+def counter_pb(counters: StreamCounters, order: CounterOrder | None = None) -> list[bytes]:
     """``counter_text`` as delimited MetricFamily messages."""
+    order = order or CounterOrder()
     out: list[bytes] = []
     for attr, (name, doc, _) in COUNTER_FAMILIES.items():
         values: Mapping[Any, int] = getattr(counters, attr)
-        metrics = [
-            promproto.counter(_counter_labels(attr, k), values[k])
-            for k in sorted(values, key=_counter_order)
-        ]
+        keys, heads = order(attr, values, "protobuf")
+        counts = np.array([values[k] for k in keys], dtype=np.float64)
+        metrics = [_interleave(heads, pb_doubles(counts))]
         out += promproto.family(
             promproto.family_head(f"{name}_total", doc, promproto.COUNTER), metrics
         )
@@ -581,14 +682,14 @@ class _Families:
 
 
 def body(
-    windows: Sequence[bytes], window_end: Any, histogram: str, counters: str, rest: Sequence[Any]
+    windows: Sequence[bytes], window_end: Any, histogram: str, counters: bytes, rest: Sequence[Any]
 ) -> list[bytes]:
     """The whole body, in parts: window gauges, window ends, the histograms, counters, then the
     rest (unjoined: a resolution's chunk that did not change is the same part as before, and
     the server keeps its compression; ``core.gzip_parts``)."""
     head = generate_latest(_Families([window_end]))
     tail = generate_latest(_Families(list(rest)))
-    return [*windows, head, histogram.encode(), counters.encode(), tail]
+    return [*windows, head, histogram.encode(), counters, tail]
 
 
 def body_pb(

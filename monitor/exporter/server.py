@@ -8,6 +8,6 @@ compressed once however many scrapers ask.
 
 from __future__ import annotations
 
-from runtime.webserver import GZIP_LEVEL, MetricsServer
+from runtime.webserver import GZIP_LEVEL, PROTOBUF_GZIP_LEVEL, MetricsServer
 
-__all__ = ["GZIP_LEVEL", "MetricsServer"]
+__all__ = ["GZIP_LEVEL", "PROTOBUF_GZIP_LEVEL", "MetricsServer"]

@@ -1,8 +1,10 @@
 """The exporter's state: the latest closed window of every series, cumulative counters and buckets.
 
 The stream job hands over closed windows and counters (it is the job's ``WindowSink``). A closed
-window is final, so its exposition lines are rendered once, when it arrives (``exposition``
-says why); a scrape joins them with the families built from the cumulative state.
+window is final: its numbers are kept in its resolution's ``table`` (the quantiles of a whole
+batch read at once), and a scrape encodes the resolutions whose windows changed since the last
+one, in each format once (``exposition`` says why), beside the families built from the
+cumulative state. A window superseded before the next scrape is never encoded.
 
 A gauge of the latest closed window misses a window that closes between two scrapes and is
 followed by another before the next (a backlog after an outage closes many at once: the stall's
@@ -17,7 +19,6 @@ partition: at 10,000 partitions that would add a tenth to the scrape, near its 5
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -26,10 +27,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from prometheus_client.utils import floatToGoString
 
 from core.echo import BAD_REASONS
-from core.hdr import REPORTED_QUANTILES, SparseHistogram
+from core.hdr import REPORTED_QUANTILES, ManyReads, SparseHistogram, quantiles_of_many
 from core.sla import BUCKET_BOUNDARIES_S
 from core.windows import (
     ALL_PARTITIONS,
@@ -43,6 +45,7 @@ from monitor.exporter import exposition
 from monitor.exporter.config import ExporterConfig
 from monitor.exporter.hold import PeakHold, Values, largest
 from monitor.exporter.native import rebin
+from monitor.exporter.table import Snapshot, WindowTable
 from runtime.webconfig import WebConfig
 from streaming.counters import COUNTER_FIELDS, StreamCounters
 
@@ -100,6 +103,11 @@ class _Histograms:
         )
 
 
+def _values(reads: ManyReads, i: int) -> Values:
+    """One window's max and quantiles (None where too few samples), as ``hold`` keeps them."""
+    return (int(reads.max_us[i]), *(None if v < 0 else v for v in reads.values[i].tolist()))
+
+
 def _add(into: dict[Any, int], key: Any, value: int) -> None:
     into[key] = into.get(key, 0) + int(value)
 
@@ -136,7 +144,17 @@ class LatencyExporter:
         self.windows = windows
         self._lock = threading.Lock()
         self._latest: dict[tuple[str, SeriesKey], WindowHistogram] = {}
-        self._lines: dict[tuple[str, SeriesKey], exposition.WindowLines] = {}
+        #: resolution → the latest window's values of each of its series (``table``)
+        self._tables: dict[str, WindowTable] = {}
+        #: (format, resolution) → the table's ``layout`` and its groups' encoded label prefixes
+        #: in exposition order (scrapes only)
+        self._prefixes: dict[
+            tuple[str, str], tuple[int, tuple[exposition.PrefixTable, exposition.PrefixTable]]
+        ] = {}
+        #: format → counter families' keys in order, with their encoded labels (scrapes only)
+        self._counter_order = {TEXT: exposition.CounterOrder(), PROTOBUF: exposition.CounterOrder()}
+        #: format → rows encoded so far (a resolution's rows, when its windows changed)
+        self.encoded_rows: dict[str, int] = {TEXT: 0, PROTOBUF: 0}
         #: format → resolution → its windows' lines joined per family, until one of them changes
         self._chunks: dict[str, dict[str, tuple[tuple[bytes, ...], tuple[bytes, ...]]]] = {
             TEXT: {},
@@ -152,9 +170,7 @@ class LatencyExporter:
         self._joined: dict[str, tuple[tuple[bytes, ...], bytes]] = {}
         #: one render at a time: concurrent scrapes of one version share its body
         self._render_lock = threading.Lock()
-        #: resolution → its series in exposition order (and the histogram's); absent: sort again
-        self._order: dict[str, list[SeriesKey]] = {}
-        self._broker_order: dict[str, list[SeriesKey]] = {}
+        #: the histograms' series in exposition order; None: sort again
         self._hist_order: list[SeriesKey] | None = None
         self._quantile_texts = [floatToGoString(q) for q in self.quantiles]
         self._le_us = [int(le * 1e6) for le in self.le_seconds]
@@ -177,43 +193,65 @@ class LatencyExporter:
     def update(
         self, windows: Sequence[WindowHistogram], counters: StreamCounters | None = None
     ) -> None:
-        """Take a batch of closed windows (each final) and the batch's counters."""
+        """Take a batch of closed windows (each final) and the batch's counters.
+
+        Only the numbers are kept here (``table``): encoding them is a scrape's, once per
+        resolution whose windows changed, so a window superseded before the next scrape is
+        never encoded.
+        """
         with self._lock:
             now = self._clock()
-            #: series whose peak line may be stale: a held max let go, or an older window's
-            #: max held after the latest was rendered
+            #: series whose held peak may have changed: a held max let go, or a window held
             stale = self._peaks.expire(now)
+            admitted = []
             for w in windows:
-                if not self._admit(w):
+                if self._admit(w):
+                    admitted.append(w)
+                else:
                     self.series_rejected += 1  # beyond max_series: counted, never silent
-                    continue
-                key = (w.resolution, w.series)
-                values = exposition.window_values(w, self.quantiles)
-                held = w.series.partition == ALL_PARTITIONS  # topic, broker and hiccup series
-                if held:
-                    self._peaks.hold(key, values, now)
-                current = self._latest.get(key)
-                if current is None:
-                    self._order.pop(w.resolution, None)
-                if current is None or w.window_end_us >= current.window_end_us:
-                    self._dirty(w.resolution)
-                    self._latest[key] = w
-                    peak = self._peak(key, values) if held else None
-                    self._lines[key] = exposition.render_window(
-                        w, self._quantile_texts, values, peak
-                    )
-                elif held:
+            reads = quantiles_of_many([w.hist for w in admitted], self.quantiles)
+            #: resolution → series → the batch's latest window of it (index into admitted)
+            newest: dict[str, dict[SeriesKey, int]] = {}
+            finest, per_partition = self.windows.finest, self.config.partition_histograms
+            totals, overflow = reads.totals.tolist(), reads.overflow.tolist()
+            latest, ends = self._latest, self._window_end
+            for i, w in enumerate(admitted):
+                res, series = w.resolution, w.series
+                key = (res, series)
+                merged = series.partition == ALL_PARTITIONS  # topic, broker and hiccup series
+                if merged:
+                    self._peaks.hold(key, _values(reads, i), now)
                     stale.add(key)
-                self._window_end[w.resolution] = max(
-                    self._window_end.get(w.resolution, 0), w.window_end_us
-                )
-                if w.resolution == self.windows.finest and not w.series.broker:
+                current = latest.get(key)
+                if current is None or w.window_end_us >= current.window_end_us:
+                    latest[key] = w
+                    got = newest.get(res)
+                    if got is None:
+                        got = newest[res] = {}
+                    got[series] = i
+                if w.window_end_us > ends.get(res, 0):
+                    ends[res] = w.window_end_us
+                if res == finest and not series.broker:
                     # broker rollups hold the topic's samples again: never in the histogram
-                    merged = w.series.partition == ALL_PARTITIONS
-                    if merged != self.config.partition_histograms:
+                    if merged != per_partition:
                         self._accumulate(w)
                     if not merged and counters is None:
-                        self._derive_counts(w)
+                        self._derive_counts(w, totals[i], overflow[i])
+            for res, got in newest.items():
+                self._dirty(res)
+                table = self._tables.get(res)
+                if table is None:
+                    table = self._tables[res] = WindowTable(res, len(self.quantiles))
+                rows = table.rows_for(list(got))
+                at = np.fromiter(got.values(), dtype=np.int64, count=len(got))
+                table.end_us[rows] = [admitted[i].window_end_us for i in at.tolist()]
+                table.span_us[rows] = [
+                    admitted[i].window_end_us - admitted[i].window_start_us for i in at.tolist()
+                ]
+                table.max_us[rows] = reads.max_us[at]
+                table.total[rows] = reads.totals[at]
+                table.lost[rows] = [admitted[i].lost for i in at.tolist()]
+                table.quantiles_us[rows] = reads.values[at]
             if counters is not None:
                 for name in COUNTER_FIELDS:
                     into = self._counters[name]
@@ -248,24 +286,14 @@ class LatencyExporter:
                     )
 
     def _render_peaks(self, keys: set[WindowKey]) -> None:
-        """Bring the held-peak lines of ``keys`` up to date (a change re-joins the resolution)."""
+        """Bring the held peaks of ``keys`` up to date (a change re-encodes the resolution)."""
         for key in keys:
-            latest = self._latest.get(key)
-            if latest is None:
+            res, series = key
+            table = self._tables.get(res)
+            if table is None or series not in table:
                 continue
-            peak = self._peak(key, exposition.window_values(latest, self.quantiles))
-            lines = self._lines[key]
-            held, held_quantiles, pb_held, pb_quantiles = exposition.peak_lines(
-                key[1], key[0], peak, self._quantile_texts
-            )
-            if (held, held_quantiles) != (lines.peak, lines.quantile_peaks):
-                self._lines[key] = dataclasses.replace(
-                    lines,
-                    peak=held,
-                    quantile_peaks=held_quantiles,
-                    pb=dataclasses.replace(lines.pb, peak=pb_held, quantile_peaks=pb_quantiles),
-                )
-                self._dirty(key[0])
+            if table.set_peak(series, self._peak(key, table.latest(series))):
+                self._dirty(res)
 
     def _peak(self, key: WindowKey, latest: Values) -> Values:
         """The held peak of a series, never below its latest window."""
@@ -298,17 +326,15 @@ class LatencyExporter:
         exported forever at its last value; its cumulative series go with its finest windows.
         """
         stale = [
-            key
-            for key, w in self._latest.items()
-            if self._window_end[key[0]] - w.window_end_us
-            > self.config.series_ttl_windows * (w.window_end_us - w.window_start_us)
+            (res, series)
+            for res, table in self._tables.items()
+            for series in table.stale(self._window_end[res], self.config.series_ttl_windows)
         ]
         cum = self._hist
         for res, series in stale:
             del self._latest[(res, series)]
-            del self._lines[(res, series)]
+            self._tables[res].drop(series)
             self._peaks.drop((res, series))
-            self._order.pop(res, None)
             self._dirty(res)
             self.series_evicted += 1
             sid = _series_id(series)
@@ -348,15 +374,16 @@ class LatencyExporter:
         cum.native_lines[s] = exposition.native_lines(s, cum.count[s], cum.sum_s[s])
         cum.native_pb[s] = exposition.native_pb(s, native, cum.count[s], cum.sum_s[s])
 
-    def _derive_counts(self, w: WindowHistogram) -> None:
-        """Echo, loss and overflow counters from a partition's finest window (no job counters)."""
+    def _derive_counts(self, w: WindowHistogram, total: int, overflow: int) -> None:
+        """Echo, loss and overflow counters from a partition's finest window (no job counters);
+        ``total`` and ``overflow`` are its histogram's (read for the whole batch at once)."""
         s = w.series
         if s.kind == "e2e":
             topic = (s.cluster, s.topic, s.partition)
-            _add(self._counters["echoes"], topic, w.hist.total)
+            _add(self._counters["echoes"], topic, total)
             _add(self._counters["lost"], topic, w.lost)
-        if w.hist.overflow:
-            _add(self._counters["overflow"], s, w.hist.overflow)
+        if overflow:
+            _add(self._counters["overflow"], s, overflow)
 
     def _forget_counters(self, triple: tuple[str, ...]) -> None:
         """A series gone from every resolution takes its cumulative counters along."""
@@ -408,18 +435,40 @@ class LatencyExporter:
             chunks.pop(res, None)
         self._chunk_gen[res] = self._chunk_gen.get(res, 0) + 1
 
-    def _chunk_parts(self, res: str) -> tuple[list[exposition.WindowLines], ...]:
-        """The resolution's windows in exposition order, partition and topic series apart from
-        broker ones (sorted again only when its set of series changed)."""
-        order = self._order.get(res)
-        if order is None:
-            mine = sorted((s for r, s in self._lines if r == res), key=exposition.series_key)
-            order = self._order[res] = [s for s in mine if not s.broker]
-            self._broker_order[res] = [s for s in mine if s.broker]
-        return (
-            [self._lines[(res, s)] for s in order],
-            [self._lines[(res, s)] for s in self._broker_order[res]],
+    def _encode(self, fmt: str, snap: Snapshot) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+        """A resolution's chunks (topic and partition series, broker rollups) in ``fmt``, from
+        its values and the label prefixes cached per series (scrapes only: under the render
+        lock, outside the state's)."""
+        key = (fmt, snap.resolution)
+        cached = self._prefixes.get(key)
+        if cached is None:
+            groups = tuple(
+                exposition.PrefixTable(series, snap.resolution, self._quantile_texts, fmt)
+                for series in snap.series
+            )
+        elif cached[0] != snap.layout:
+            groups = tuple(
+                old.carry(series) for old, series in zip(cached[1], snap.series, strict=True)
+            )
+        else:
+            groups = cached[1]
+        topics_pre, brokers_pre = groups
+        self._prefixes[key] = (snap.layout, (topics_pre, brokers_pre))
+        self.encoded_rows[fmt] += sum(len(group) for group in snap.series)
+        topics, brokers = (
+            exposition.encode_chunk(
+                (topics_pre, brokers_pre)[g],
+                snap.max_us[g],
+                snap.total[g],
+                snap.lost[g],
+                snap.quantiles_us[g],
+                snap.peak_max_us[g],
+                snap.peak_quantiles_us[g],
+                fmt,
+            )
+            for g in range(2)
         )
+        return topics, brokers
 
     def exposition(self) -> bytes:
         """The whole /metrics body in the Prometheus text format (version 0.0.4).
@@ -458,9 +507,11 @@ class LatencyExporter:
                 resolutions = sorted(self._window_end)
                 kept = self._chunks[fmt]
                 done = {res: kept[res] for res in resolutions if res in kept}
-                parts = {res: self._chunk_parts(res) for res in resolutions if res not in done}
-                gens = {res: self._chunk_gen.get(res, 0) for res in parts}
-                brokers = any(self._broker_order.get(res) for res in resolutions)
+                snaps = {
+                    res: self._tables[res].snapshot() for res in resolutions if res not in done
+                }
+                gens = {res: self._chunk_gen.get(res, 0) for res in snaps}
+                brokers = any(self._tables[res].brokers() for res in resolutions)
                 end = exposition.window_end_family(dict(self._window_end))
                 counters = StreamCounters(**{k: dict(v) for k, v in self._counters.items()})
                 rest = [
@@ -484,12 +535,8 @@ class LatencyExporter:
                     hist_pb = [cum.pb[s] for s in order]
                     native_pb = [cum.native_pb[s] for s in order]
             # outside the lock: micro-batches go on while the body is joined
-            chunk = exposition.window_chunk if fmt == TEXT else exposition.window_pb_chunk
-            for res, (topics, broker_lines) in parts.items():
-                done[res] = (
-                    chunk(topics),
-                    chunk(broker_lines, exposition.BROKER_WINDOW_FAMILIES),
-                )
+            for res, snap in snaps.items():
+                done[res] = self._encode(fmt, snap)
             chunks = [done[res] for res in resolutions]
             join = exposition.window_text if fmt == TEXT else exposition.window_pb
             windows = join([topics for topics, _ in chunks])
@@ -499,7 +546,13 @@ class LatencyExporter:
                 hists = exposition.histogram_text(hist) + exposition.histogram_text(
                     native, exposition.NATIVE, exposition.NATIVE_HELP
                 )
-                body = exposition.body(windows, end, hists, exposition.counter_text(counters), rest)
+                body = exposition.body(
+                    windows,
+                    end,
+                    hists,
+                    exposition.counter_text(counters, self._counter_order[fmt]),
+                    rest,
+                )
             else:
                 hists_pb = [
                     *exposition.histogram_family_pb(hist_pb),
@@ -508,10 +561,14 @@ class LatencyExporter:
                     ),
                 ]
                 body = exposition.body_pb(
-                    windows, end, hists_pb, exposition.counter_pb(counters), rest
+                    windows,
+                    end,
+                    hists_pb,
+                    exposition.counter_pb(counters, self._counter_order[fmt]),
+                    rest,
                 )
             with self._lock:
-                for res in parts:  # kept unless a window of the resolution changed meanwhile
+                for res in snaps:  # kept unless a window of the resolution changed meanwhile
                     if self._chunk_gen.get(res, 0) == gens[res]:
                         self._chunks[fmt][res] = done[res]
                 whole = tuple(body)

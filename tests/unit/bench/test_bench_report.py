@@ -336,3 +336,11 @@ def test_the_scrape_budget_holds_for_both_formats_or_is_not_met() -> None:
     section = scrape_section(pb, None)
     assert "| now | 61.0 MB | 5.20 MB | 0.30 s (0.40 s) |  |  | 0.60 s |  |" in section
     assert "| `nines_latency_seconds` | 40.00 MB | 3.300 MB |" in section
+    assert "updates before these scrapes" not in section  # not measured: not claimed
+    updates = {"update_10s_cpu_s": 0.3, "update_minute_cpu_s": 0.5, "update_all_cpu_s": 0.8,
+               "pb_total_cpu_s": 0.6, "gzip_total_cpu_s": 0.5, "pb_minute_total_cpu_s": 0.9,
+               "minute_total_cpu_s": 0.8, "pb_all_changed_total_cpu_s": 1.4,
+               "all_changed_total_cpu_s": 1.3}  # fmt: skip
+    section = scrape_section({**pb, **updates}, None)
+    assert "The updates cost 0.30 s of CPU for a batch of 10 s windows, 0.50 s" in section
+    assert "after a minute 0.90 s in protobuf and 0.80 s in text" in section

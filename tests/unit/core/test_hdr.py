@@ -61,6 +61,22 @@ def test_merge_equals_recording_everything(a: list[int], b: list[int], c: list[i
 
 
 @settings(max_examples=60, deadline=None)
+@given(values_st, st.data())
+def test_merging_buckets_it_has_already_equals_recording_everything(
+    a: list[int], data: st.DataObject
+) -> None:
+    """A cumulative histogram mostly gains samples in buckets it holds already (a fast path)."""
+    layout = HdrLayout()
+    b = data.draw(st.lists(st.sampled_from(a), max_size=40)) if a else []
+    ha, hb = SparseHistogram.from_values(layout, a), SparseHistogram.from_values(layout, b)
+    whole = SparseHistogram.from_values(layout, a + b)
+    for merged in (ha.merge(hb), hb.merge(ha)):
+        assert np.array_equal(merged.index, whole.index)
+        assert np.array_equal(merged.count, whole.count)
+        assert merged.max_us == whole.max_us and merged.sum_us == whole.sum_us
+
+
+@settings(max_examples=60, deadline=None)
 @given(values_st, st.sampled_from([0.5, 0.9, 0.99, 0.999, 0.9999]))
 def test_quantile_within_hdr_precision_of_exact(values: list[int], q: float) -> None:
     layout = HdrLayout(digits=3)

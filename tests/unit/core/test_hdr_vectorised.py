@@ -7,7 +7,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.hdr import REPORTED_QUANTILES, HdrLayout, SparseHistogram, rank_for_quantile
+from core.hdr import (
+    REPORTED_QUANTILES,
+    HdrLayout,
+    SparseHistogram,
+    min_samples_for,
+    quantiles_of_many,
+    rank_for_quantile,
+)
 from monitor.exporter import DEFAULT_LE
 
 LAYOUT = HdrLayout(1, 60_000_000, 3)  # small highest value: overflow samples occur too
@@ -46,3 +53,22 @@ def test_one_pass_reads_equal_the_scalar_reads(values: list[int]) -> None:
     bounds = [int(le * 1e6) for le in DEFAULT_LE]
     assert h.counts_at_or_below(bounds) == [h.count_at_or_below(b) for b in bounds]
     assert h.counts_at_or_below(bounds) == [raw_count_at_or_below(values, b) for b in bounds]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.integers(1, 120_000_000), max_size=60), max_size=12))
+def test_quantiles_of_many_equal_each_histograms_own_read(samples: list[list[int]]) -> None:
+    hists = [SparseHistogram.from_values(LAYOUT, np.array(v, dtype=np.int64)) for v in samples]
+    qs = [*REPORTED_QUANTILES, 1.0]
+    reads = quantiles_of_many(hists, qs)
+    assert reads.values.shape == (len(hists), len(qs))
+    rows = zip(
+        hists, reads.values.tolist(), reads.totals, reads.max_us, reads.overflow, strict=True
+    )
+    for h, row, total, max_us, overflow in rows:
+        assert (total, max_us, overflow) == (h.total, h.max_us, h.overflow)
+        want = [
+            v if h.total >= min_samples_for(q) else -1
+            for q, v in zip(qs, h.values_at_quantiles(qs), strict=True)
+        ]
+        assert row == want

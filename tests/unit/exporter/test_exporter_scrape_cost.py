@@ -191,7 +191,7 @@ def test_hand_written_counters_are_what_prometheus_client_would_write() -> None:
         data_loss={("echo", "0"): 6},
     )
     families = exposition._Families(list(exposition.counter_families(counters)))
-    assert exposition.counter_text(counters).encode() == generate_latest(families)  # type: ignore[arg-type]
+    assert exposition.counter_text(counters) == generate_latest(families)  # type: ignore[arg-type]
 
 
 def test_partition_histograms_is_a_validated_stream_key() -> None:
@@ -205,3 +205,48 @@ def test_partition_histograms_is_a_validated_stream_key() -> None:
     with pytest.raises(ConfigError, match=r"^partition_histograms: .*boolean") as bad:
         build(StreamConfig, {"bootstrap": "x:1", "partition_histograms": "maybe"})
     assert "\n" not in str(bad.value)
+
+
+def test_a_scrape_encodes_only_the_resolutions_whose_windows_changed_and_each_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The work of a scrape is bounded by what changed: after 10 s windows only that resolution's
+    rows are encoded and compressed again, windows superseded before a scrape are never
+    encoded, and an unchanged body is not encoded at all."""
+    from core import gzip_parts
+    from monitor.exporter.state import PROTOBUF, TEXT
+
+    monkeypatch.setattr(gzip_parts, "MIN_CACHED_BYTES", 4096)  # chunks of 60 partitions
+    partitions = 60
+    exp = LatencyExporter(ExporterConfig(max_series=partitions + 4))
+    batches = {
+        res: windows(partitions, res, span_s, seed=seed)
+        for seed, (res, span_s) in enumerate((("10s", 10), ("1m", 60), ("1h", 3600)))
+    }
+    for batch in batches.values():
+        exp.update(batch)
+    rows = {res: len({w.series for w in batch}) for res, batch in batches.items()}
+    packers = {fmt: gzip_parts.PartsGzip(6) for fmt in (TEXT, PROTOBUF)}
+    for fmt, packer in packers.items():
+        packer.compress(exp.exposition_parts(fmt))
+    assert exp.encoded_rows == {TEXT: sum(rows.values()), PROTOBUF: sum(rows.values())}
+    for fmt, packer in packers.items():
+        for other, its in packers.items():  # both bodies up to date
+            its.compress(exp.exposition_parts(other))
+        before, deflated = exp.encoded_rows[fmt], packer.deflated_bytes
+        for _ in range(6):  # a minute of 10 s batches between two scrapes
+            exp.update(batches["10s"])
+        parts = exp.exposition_parts(fmt)
+        packer.compress(parts)
+        assert exp.encoded_rows[fmt] - before == rows["10s"]  # once, not six times
+        size = sum(len(p) for p in parts)
+        # the 1 m and 1 h chunks (over half the body) are the same objects: not compressed again
+        assert packer.deflated_bytes - deflated < size / 2
+        assert exp.exposition_parts(fmt) is parts  # nothing changed: nothing encoded
+        assert exp.encoded_rows[fmt] - before == rows["10s"]
+        exp.update([w for batch in batches.values() for w in batch])
+        deflated, parts = packer.deflated_bytes, exp.exposition_parts(fmt)
+        packer.compress(parts)
+        assert exp.encoded_rows[fmt] - before == 2 * rows["10s"] + rows["1m"] + rows["1h"]
+        # every resolution changed: all of it compressed again
+        assert packer.deflated_bytes - deflated == sum(len(p) for p in parts)
