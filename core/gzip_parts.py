@@ -11,6 +11,10 @@ member is the header, the parts' deflate streams in order, an empty final block,
 and length of the whole: one ordinary gzip member (as pigz writes), which every client reads,
 unlike concatenated gzip members. Each part starts without its predecessor's history, which costs
 nothing measurable at parts of megabytes.
+
+A part known before the body that will hold it (a resolution's chunk encoded when its windows
+closed, ahead of the scrape) can be deflated ahead too (``prime``): the next body that holds the
+same object takes its stream, as it takes a kept part's.
 """
 
 from __future__ import annotations
@@ -61,9 +65,16 @@ class PartsGzip:
         self._kept: dict[int, tuple[bytes, bytes]] = {}
         #: the last body's parts (the same object again: the same gzip) and its gzip
         self._last: tuple[bytes | Sequence[bytes], bytes] | None = None
+        #: id of a primed part → (that part, its deflate stream): deflated ahead of its body
+        #: (``prime``), until a body takes it or the next ``prime`` leaves it out
+        self._primed: dict[int, tuple[bytes, bytes]] = {}
+        #: bodies compressed so far (a compressor never used is not worth priming)
+        self.compressions = 0
         #: bytes deflated so far, and of those, in kept parts reused (tests read them)
         self.deflated_bytes = 0
         self.reused_bytes = 0
+        #: of the bytes deflated, those deflated ahead of their body (``prime``)
+        self.primed_bytes = 0
 
     def compress(self, body: bytes | Sequence[bytes]) -> bytes:
         """The gzip of ``body``, or of its parts joined (the same object as last time: the
@@ -77,6 +88,10 @@ class PartsGzip:
             kept: dict[int, tuple[bytes, bytes]] = {}
             for segment, keep in _segments(parts):
                 entry = self._kept.get(id(segment)) if keep else None
+                if keep and (entry is None or entry[0] is not segment):
+                    entry = self._primed.get(id(segment))
+                    if entry is not None and entry[0] is segment:
+                        del self._primed[id(segment)]
                 if entry is not None and entry[0] is segment:
                     self.reused_bytes += len(segment)
                 else:
@@ -91,4 +106,31 @@ class PartsGzip:
             packed = b"".join(out)
             self._kept = kept
             self._last = (body, packed)
+            self.compressions += 1
             return packed
+
+    def prime(self, parts: Sequence[bytes]) -> int:
+        """Deflate the large ones of ``parts`` now, for a later body that holds the same objects
+        (parts already kept or primed are not deflated again); primed parts that ``parts`` leaves
+        out are let go, so what is held stays one set of parts. Returns the bytes deflated.
+
+        Holds the compressor while it works: a body compressed meanwhile waits, then takes the
+        streams rather than deflating the same parts a second time."""
+        with self._lock:
+            primed: dict[int, tuple[bytes, bytes]] = {}
+            deflated = 0
+            for part in parts:
+                if len(part) < MIN_CACHED_BYTES:
+                    continue  # deflated with its neighbours, in the body
+                kept = self._kept.get(id(part))
+                if kept is not None and kept[0] is part:
+                    continue
+                entry = self._primed.get(id(part))
+                if entry is None or entry[0] is not part:
+                    entry = (part, deflate(part, self.level))
+                    deflated += len(part)
+                primed[id(part)] = entry
+            self._primed = primed
+            self.deflated_bytes += deflated
+            self.primed_bytes += deflated
+            return deflated

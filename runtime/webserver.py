@@ -243,16 +243,29 @@ class MetricsServer:
     def _gzip(self, data: Body, content_type: str) -> bytes | None:
         """The body gzipped; each format keeps its own compressor (a text scraper and a protobuf
         one do not evict each other's parts), and an unchanged part is not compressed again."""
-        packer = self._gzipped.get(content_type)
-        if packer is None:
-            level = PROTOBUF_GZIP_LEVEL if content_type == promproto.CONTENT_TYPE else GZIP_LEVEL
-            packer = self._gzipped.setdefault(content_type, PartsGzip(level))
+        packer = self.compressor(content_type)
         if not self._renders.acquire(timeout=RENDER_WAIT_S):
             return None
         try:
             return packer.compress(data)
         finally:
             self._renders.release()
+
+    @property
+    def content_type(self) -> str:
+        """The content type of the (text) body served to scrapers that do not ask for protobuf."""
+        return self._content_type
+
+    def compressor(self, content_type: str) -> PartsGzip:
+        """The compressor of ``content_type``'s bodies, the one scrapes use: a body's owner may
+        ``prime`` it with parts it knows the next body will hold (the exporter's coarse
+        resolutions' chunks, deflated when their windows close rather than at the scrape)."""
+        packer = self._gzipped.get(content_type)
+        if packer is None:
+            level = PROTOBUF_GZIP_LEVEL if content_type == promproto.CONTENT_TYPE else GZIP_LEVEL
+            with self._open_lock:
+                packer = self._gzipped.setdefault(content_type, PartsGzip(level))
+        return packer
 
     def close(self) -> None:
         """Stop accepting and cut every open connection; returns within about ``_POLL_S``."""

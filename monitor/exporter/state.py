@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ import numpy as np
 from prometheus_client.utils import floatToGoString
 
 from core.echo import BAD_REASONS
+from core.gzip_parts import PartsGzip
 from core.hdr import REPORTED_QUANTILES, ManyReads, SparseHistogram, quantiles_of_many
 from core.sla import BUCKET_BOUNDARIES_S
 from core.windows import (
@@ -45,6 +46,7 @@ from monitor.exporter import exposition
 from monitor.exporter.config import ExporterConfig
 from monitor.exporter.hold import PeakHold, Values, largest
 from monitor.exporter.native import rebin
+from monitor.exporter.prerender import Prerenderer
 from monitor.exporter.table import Snapshot, WindowTable
 from runtime.webconfig import WebConfig
 from streaming.counters import COUNTER_FIELDS, StreamCounters
@@ -170,6 +172,16 @@ class LatencyExporter:
         self._joined: dict[str, tuple[tuple[bytes, ...], bytes]] = {}
         #: one render at a time: concurrent scrapes of one version share its body
         self._render_lock = threading.Lock()
+        #: format → when a scrape last asked for it: only the formats scraped within
+        #: ``peak_hold`` (longer than any scrape interval) are pre-rendered
+        self._scraped: dict[str, float] = {}
+        #: format → the server's compressor of its bodies (``prerender``), primed with the
+        #: coarse resolutions' chunks when their windows change
+        self._compressors: dict[str, PartsGzip] = {}
+        #: the background worker that encodes and deflates those chunks (None: scrapes do)
+        self._prerenderer: Prerenderer | None = None
+        #: a resolution other than the finest changed since the last kick of the worker
+        self._coarse_changed = False
         #: the histograms' series in exposition order; None: sort again
         self._hist_order: list[SeriesKey] | None = None
         self._quantile_texts = [floatToGoString(q) for q in self.quantiles]
@@ -261,6 +273,10 @@ class LatencyExporter:
             self._bound_systems()
             self._render_peaks(stale)
             self._version += 1
+            kick = self._coarse_changed and self._prerenderer is not None and bool(self._scraped)
+            self._coarse_changed = False
+        if kick and self._prerenderer is not None:
+            self._prerenderer.kick()
 
     def scraped(self, scraper: str) -> None:
         """Note a scrape by ``scraper``; one later than ``peak_hold`` after its previous one is
@@ -434,6 +450,77 @@ class LatencyExporter:
         for chunks in self._chunks.values():
             chunks.pop(res, None)
         self._chunk_gen[res] = self._chunk_gen.get(res, 0) + 1
+        if res != self.windows.finest:
+            self._coarse_changed = True
+
+    def prerender(self, compressors: Mapping[str, PartsGzip]) -> None:
+        """Encode the chunks of the resolutions other than the finest, and deflate them with
+        ``compressors`` (format → the server's compressor of that format's bodies), in a
+        background worker when their windows change, rather than in the next scrape.
+
+        Their windows close rarely (the 1 h ones once an hour, all at once): a scrape right
+        after would encode and compress the whole body, over the scrape's CPU budget in
+        protobuf (docs/metrics.md). Only the formats scraped within ``peak_hold`` are rendered
+        (a format nobody scrapes costs nothing), and deflated only by a compressor that has
+        compressed a body (a scraper that asks for gzip)."""
+        with self._lock:
+            self._compressors = dict(compressors)
+            if self._prerenderer is None:
+                self._prerenderer = Prerenderer(self._prerender)
+
+    def wait_prerendered(self, timeout_s: float = 60.0) -> bool:
+        """Whether the pre-render worker is idle within ``timeout_s`` (benches and tests: its
+        CPU is counted with the update that made the work, never hidden in a scrape's)."""
+        worker = self._prerenderer
+        return worker is None or worker.wait(timeout_s)
+
+    @property
+    def prerender_cpu_s(self) -> float:
+        """CPU seconds the pre-render worker has spent so far."""
+        worker = self._prerenderer
+        return 0.0 if worker is None else worker.cpu_s
+
+    def _prerender(self) -> None:
+        """The worker's run: encode the coarse resolutions' chunks a scrape would, then prime
+        the compressors with them. A scrape that comes meanwhile waits for the render lock (or
+        the compressor's) and takes the result; a chunk whose resolution changed again while
+        it was encoded is dropped (``_chunk_gen``), as a scrape's is, so no body is stale."""
+        with self._render_lock:
+            with self._lock:
+                finest = self.windows.finest
+                coarse = [res for res in sorted(self._window_end) if res != finest]
+                now = self._clock()
+                fmts = [
+                    fmt
+                    for fmt in (TEXT, PROTOBUF)
+                    if now - self._scraped.get(fmt, -np.inf) <= self.config.peak_hold
+                ]
+                todo = [(f, res) for f in fmts for res in coarse if res not in self._chunks[f]]
+                snaps = {res: self._tables[res].snapshot() for _, res in todo}
+                gens = {res: self._chunk_gen.get(res, 0) for res in snaps}
+            encoded = {(fmt, res): self._encode(fmt, snaps[res]) for fmt, res in todo}
+            with self._lock:
+                for (fmt, res), chunk in encoded.items():
+                    if self._chunk_gen.get(res, 0) == gens[res]:
+                        self._chunks[fmt][res] = chunk
+                primes = [
+                    (
+                        packer,
+                        [
+                            part
+                            for res in coarse
+                            if res in self._chunks[fmt]
+                            for group in self._chunks[fmt][res]
+                            for part in group
+                        ],
+                    )
+                    for fmt, packer in self._compressors.items()
+                    if fmt in fmts and packer.compressions
+                ]
+        # outside the render lock: a scrape renders meanwhile, and its compression waits for
+        # the compressor's lock, then reuses what was deflated here
+        for packer, parts in primes:
+            packer.prime(parts)
 
     def _encode(self, fmt: str, snap: Snapshot) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
         """A resolution's chunks (topic and partition series, broker rollups) in ``fmt``, from
@@ -500,6 +587,7 @@ class LatencyExporter:
         (a resolution's chunk) only once (``core.gzip_parts``)."""
         with self._render_lock:
             with self._lock:
+                self._scraped[fmt] = self._clock()
                 version = self._version
                 cached = self._body.get(fmt)
                 if cached is not None and cached[0] == version:
@@ -579,9 +667,10 @@ class LatencyExporter:
         self, host: str = "127.0.0.1", port: int = 9464, web: WebConfig | None = None
     ) -> MetricsServer:
         """Serve /metrics from this exporter; port 0 picks a free port; ``web``: TLS/auth."""
+        from core import promproto
         from monitor.exporter.server import MetricsServer
 
-        return MetricsServer(
+        server = MetricsServer(
             lambda: self.exposition_parts(TEXT),
             host,
             port,
@@ -589,3 +678,10 @@ class LatencyExporter:
             on_scrape=self.scraped,
             protobuf=lambda: self.exposition_parts(PROTOBUF),
         )
+        self.prerender(
+            {
+                TEXT: server.compressor(server.content_type),
+                PROTOBUF: server.compressor(promproto.CONTENT_TYPE),
+            }
+        )
+        return server

@@ -250,3 +250,91 @@ def test_a_scrape_encodes_only_the_resolutions_whose_windows_changed_and_each_on
         assert exp.encoded_rows[fmt] - before == 2 * rows["10s"] + rows["1m"] + rows["1h"]
         # every resolution changed: all of it compressed again
         assert packer.deflated_bytes - deflated == sum(len(p) for p in parts)
+
+
+def test_coarse_windows_are_encoded_and_deflated_before_the_scrape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once an hour every resolution's windows close at once; the 1 m and 1 h chunks are encoded
+    and deflated by the pre-render worker when they arrive, so the next scrape encodes and
+    compresses only the 10 s rows, as every other scrape does, and sends the same bytes as an
+    exporter that renders everything in the scrape. A format nobody scraped is not rendered."""
+    from core import gzip_parts
+    from monitor.exporter.state import PROTOBUF, TEXT
+
+    monkeypatch.setattr(gzip_parts, "MIN_CACHED_BYTES", 4096)  # chunks of 60 partitions
+    partitions = 60
+    config = ExporterConfig(max_series=partitions + 4)
+    spans = (("10s", 10), ("1m", 60), ("1h", 3600))
+
+    def hour(seed: int) -> dict[str, list[WindowHistogram]]:
+        return {
+            res: windows(partitions, res, span, seed=seed + i)
+            for i, (res, span) in enumerate(spans)
+        }
+
+    clock = [0.0]  # the text-only exporter's: its scraper goes away
+    pre, plain = LatencyExporter(config), LatencyExporter(config)
+    text_only = LatencyExporter(config, clock=lambda: clock[0])
+    for exp in (pre, plain, text_only):
+        for batch in hour(0).values():
+            exp.update(batch)
+    rows = {res: len({w.series for w in batch}) for res, batch in hour(0).items()}
+    packers = {fmt: gzip_parts.PartsGzip(6) for fmt in (TEXT, PROTOBUF)}
+    text_packers = {fmt: gzip_parts.PartsGzip(6) for fmt in (TEXT, PROTOBUF)}
+    pre.prerender(packers)
+    text_only.prerender(text_packers)
+    for fmt, packer in packers.items():
+        packer.compress(pre.exposition_parts(fmt))
+    text_packers[TEXT].compress(text_only.exposition_parts(TEXT))
+
+    def same_bodies(seed: int) -> None:
+        for fmt, packer in packers.items():
+            body = b"".join(plain.exposition_parts(fmt))
+            assert gzip.decompress(packer.compress(pre.exposition_parts(fmt))) == body, (seed, fmt)
+
+    for seed in (10, 20):  # the hourly windows arrive; the scrape comes after the worker ran
+        before = dict(pre.encoded_rows)
+        for batch in hour(seed).values():
+            for exp in (pre, plain, text_only):
+                exp.update(batch)
+        assert pre.wait_prerendered(30) and text_only.wait_prerendered(30)
+        for fmt in (TEXT, PROTOBUF):  # both scraped formats: their coarse rows encoded ahead
+            assert pre.encoded_rows[fmt] - before[fmt] == rows["1m"] + rows["1h"]
+        deflated = {fmt: packer.deflated_bytes for fmt, packer in packers.items()}
+        for fmt, packer in packers.items():
+            parts = pre.exposition_parts(fmt)
+            packer.compress(parts)
+            assert pre.encoded_rows[fmt] - before[fmt] == sum(rows.values())  # + the 10 s rows
+            # the 1 m and 1 h chunks (over half the body) were deflated ahead: not in the scrape
+            assert packer.deflated_bytes - deflated[fmt] < sum(len(p) for p in parts) / 2
+            assert packer.primed_bytes > 0
+        same_bodies(seed)
+    assert pre.prerender_cpu_s > 0
+
+    # nobody scraped protobuf there: neither rendered nor deflated
+    assert text_only.encoded_rows[PROTOBUF] == 0
+    assert text_only.encoded_rows[TEXT] == 3 * sum(rows.values()) - 2 * rows["10s"]
+    assert text_packers[PROTOBUF].deflated_bytes == 0 < text_packers[TEXT].primed_bytes
+    # nor a format not scraped within peak_hold (longer than any scrape interval)
+    clock[0] += config.peak_hold + 1
+    encoded = dict(text_only.encoded_rows)
+    for batch in hour(60).values():
+        text_only.update(batch)
+    assert text_only.wait_prerendered(30)
+    assert text_only.encoded_rows == encoded
+
+    # a scrape that comes while the worker runs: the same body, each row encoded once, no
+    # part deflated twice
+    for seed in (30, 40, 50):
+        before = dict(pre.encoded_rows)
+        deflated = {fmt: packer.deflated_bytes for fmt, packer in packers.items()}
+        for batch in hour(seed).values():
+            for exp in (pre, plain):
+                exp.update(batch)
+        same_bodies(seed)
+        assert pre.wait_prerendered(30)
+        for fmt, packer in packers.items():
+            assert pre.encoded_rows[fmt] - before[fmt] == sum(rows.values()), (seed, fmt)
+            size = sum(len(p) for p in pre.exposition_parts(fmt))
+            assert packer.deflated_bytes - deflated[fmt] <= size, (seed, fmt)
