@@ -65,3 +65,29 @@ def test_an_empty_body_and_a_plain_bytes_body() -> None:
     body = b"x 1\n" * 10
     packed = packer.compress(body)
     assert one_member(packed) == body and packer.compress(body) is packed
+
+
+def test_a_primed_part_is_deflated_ahead_and_its_body_is_the_same_gzip() -> None:
+    """``prime`` deflates a part before the body that holds it; that body then deflates only
+    the rest, and its gzip is byte for byte what an unprimed compressor writes."""
+    primed, plain = PartsGzip(6), PartsGzip(6)
+    kept, coarse = b"a 1\n" * MIN_CACHED_BYTES, b"h 3\n" * MIN_CACHED_BYTES
+    small = b"counters 1\n"
+    body = (kept, small, b"b 2\n" * MIN_CACHED_BYTES)
+    primed.compress(body)
+    # the kept part and the small one are not deflated ahead: only the new large part
+    assert primed.prime([kept, small, coarse]) == len(coarse) == primed.primed_bytes
+    assert primed.prime([kept, coarse]) == 0  # primed already: not deflated again
+    done = primed.deflated_bytes
+    nxt = (kept, small, coarse)
+    packed = primed.compress(nxt)
+    assert packed == plain.compress(nxt) and one_member(packed) == b"".join(nxt)
+    assert primed.deflated_bytes - done == len(small)  # the rest came from the kept and primed
+    assert primed.reused_bytes == len(kept) + len(coarse)
+    # a primed part that the next prime leaves out is let go: held parts stay bounded
+    stale = b"s 4\n" * MIN_CACHED_BYTES
+    primed.prime([stale])
+    primed.prime([])
+    done = primed.deflated_bytes
+    primed.compress((stale,))
+    assert primed.deflated_bytes - done == len(stale)
