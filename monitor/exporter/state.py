@@ -4,7 +4,10 @@ The stream job hands over closed windows and counters (it is the job's ``WindowS
 window is final: its numbers are kept in its resolution's ``table`` (the quantiles of a whole
 batch read at once), and a scrape encodes the resolutions whose windows changed since the last
 one, in each format once (``exposition`` says why), beside the families built from the
-cumulative state. A window superseded before the next scrape is never encoded.
+cumulative state. A window of the finest resolution superseded before the next scrape is never
+encoded; the coarser ones' windows close rarely and all at once (the 1 h ones: the whole body
+changes), so a background worker encodes and deflates their chunks when they arrive
+(``prerender``), and the hourly scrape costs what the others do.
 
 A gauge of the latest closed window misses a window that closes between two scrapes and is
 followed by another before the next (a backlog after an outage closes many at once: the stall's
@@ -209,7 +212,8 @@ class LatencyExporter:
 
         Only the numbers are kept here (``table``): encoding them is a scrape's, once per
         resolution whose windows changed, so a window superseded before the next scrape is
-        never encoded.
+        never encoded; but a coarser resolution's change kicks the pre-render worker, if any
+        (``prerender``), which encodes it off the scrape path.
         """
         with self._lock:
             now = self._clock()
