@@ -17,7 +17,8 @@ client that connects and sends nothing stalls every scrape and the shutdown. Her
   render's slot is released, so a slow reader holds a connection, never a renderer;
 - the same body (the same ``bytes`` object, or parts: the exporter caches them) is compressed
   once, and a large part that stays the same object from one body to the next is compressed
-  once too (``core.gzip_parts``);
+  once too (``core.gzip_parts``); the body's owner may compress a part ahead of the scrape
+  (``compressor``: the exporter does for its coarse resolutions);
 - a scraper whose ``Accept`` asks for the delimited protobuf format (``core.promproto``: how
   native histograms reach Prometheus) gets the ``protobuf`` body when the server has one, through
   the same renderers and the same compression cache; any other scraper gets the text format;

@@ -2,7 +2,8 @@
 
 Laid out as prometheus_client is: ``config`` (the exporter's settings), ``state`` (the latest
 windows, cumulative counters and buckets), ``exposition`` (the text and protobuf formats),
-``native`` (HDR buckets re-binned to a native histogram), ``server`` (/metrics over HTTP, gzip).
+``native`` (HDR buckets re-binned to a native histogram), ``server`` (/metrics over HTTP, gzip),
+``prerender`` (the worker that encodes and gzips the coarse resolutions before the scrape).
 Quantiles are read from (merged) histograms only; nothing here averages a quantile.
 """
 
