@@ -57,7 +57,7 @@ def windows(
 
 def histogram_samples(exp: LatencyExporter) -> dict[tuple[str, ...], float]:
     """(suffix, topic, partition, kind, le) → value of every histogram sample."""
-    out = {}
+    out: dict[tuple[str, ...], float] = {}
     for fam in text_string_to_metric_families(exp.exposition().decode()):
         for s in fam.samples:
             if s.name.startswith(HISTOGRAM):
