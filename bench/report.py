@@ -1024,12 +1024,21 @@ def _scrape_updates(r: Json) -> str:
             ("after all", "pb_all_changed_total_cpu_s", "all_changed_total_cpu_s"),
         )
     )
+    worker = (
+        " (of which the pre-render worker, both formats: "
+        f"{r['prerender_minute_cpu_s']:.2f} s and {r['prerender_all_cpu_s']:.2f} s)"
+        if "prerender_all_cpu_s" in r
+        else ""
+    )
     return (
         "\n\nThe windows' updates before these scrapes are not in them: the exporter keeps a "
-        "closed window's numbers and encodes nothing when it arrives; a scrape encodes the "
-        f"resolutions that changed. The updates cost {r['update_10s_cpu_s']:.2f} s of CPU for a "
+        "closed window's numbers; a scrape encodes the finest resolution's windows, and a "
+        "worker thread encodes and deflates the coarser ones (1 m, 1 h) when they arrive, for "
+        "the formats scraped lately, so the hourly scrape costs what the others do. The "
+        f"updates cost {r['update_10s_cpu_s']:.2f} s of CPU for a "
         f"batch of 10 s windows, {r['update_minute_cpu_s']:.2f} s for the 10 s and 1 m windows "
-        f"and {r['update_all_cpu_s']:.2f} s for every resolution's; update and scrape together: "
+        f"and {r['update_all_cpu_s']:.2f} s for every resolution's{worker}; update and scrape "
+        "together (the bench pre-renders both formats, a server scraped in one pays its share): "
         f"{totals}."
     )
 
