@@ -402,12 +402,11 @@ ROLES = (
 def tree_cpu_by_role(roots: list[int]) -> dict[str, float]:
     """CPU seconds of ``roots``' process tree by role: the driver (``roots[0]``), the JVM, the
     Python data source's planner, the Python workers (read tasks), anything else."""
-    from bench.procstat import cpu_s
-    from bench.stages import _descendants
+    from bench.procstat import cpu_s, descendants
 
     out: dict[str, float] = {}
     for root in roots:
-        for pid in _descendants(root):
+        for pid in descendants([root]):
             try:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
                 cpu = cpu_s(pid)
