@@ -42,13 +42,26 @@ LARGE_ECHOES, LARGE_BATCHES = 400_000, 8
 WARM_BATCHES = 3
 #: Spark SQL settings tried on the fixed cost, each against the same baseline, back to back.
 LEVERS: dict[str, dict[str, str]] = {
-    "baseline (RocksDB, 2 shuffle partitions)": {},
+    "baseline (the job's defaults: RocksDB, C1 JIT, FileSystem checkpoint manager, no codegen)": {},
+    "C2 JIT too (the JVM's default tiers; the job's default before issue 24's fixed-cost work)": {
+        agg.JVM_CONF: ""
+    },
+    "FileContext checkpoint manager (Spark's default; the job's before)": {
+        "spark.sql.streaming.checkpointFileManagerClass": (
+            "org.apache.spark.sql.execution.streaming.checkpointing."
+            "FileContextBasedCheckpointFileManager"
+        )
+    },
     "in-memory state store": {
         "spark.sql.streaming.stateStore.providerClass": (
             "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
         )
     },
     "1 shuffle partition": {"spark.sql.shuffle.partitions": "1"},
+    "code generation (Spark's default; the job's before)": {
+        "spark.sql.codegen.wholeStage": "true",
+        "spark.sql.codegen.factoryMode": "FALLBACK",
+    },
 }
 
 
@@ -223,10 +236,11 @@ def main(argv: list[str] | None = None) -> int:
         "setup": (
             f"v2 echoes of {SERIES} series (batches of {agg.V2_BATCH}) replayed from an Arrow "
             f"file through the real StreamPipeline on {MASTER} (bench.aggregation's worker, 2 "
-            "shuffle partitions, windows 10s/1m/1h, RocksDB state, trigger 0.5 s), the values "
-            "parsed and combined in the read tasks as the Kafka source does. Medians per batch "
-            f"over the batches after the first {WARM_BATCHES} (warm-up) and before the closing "
-            "one."
+            "shuffle partitions, windows 10s/1m/1h, RocksDB state, trigger 0.5 s, the job's "
+            "Spark settings: C1 JIT, FileSystem checkpoint manager, no code generation), the "
+            "values parsed and combined in the read tasks as the Kafka source does. Medians per "
+            f"batch over the batches after the first {WARM_BATCHES} (warm-up) and before the "
+            "closing one."
         ),
         "warm_batches": WARM_BATCHES,
     }
