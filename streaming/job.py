@@ -43,8 +43,8 @@ STATE_STORES = {
 #: API. Its default, the FileContext API, checks every rename's target with Hadoop's
 #: ``FileUtil.readLink``, which forks a ``readlink`` process on a local disk (no native Hadoop
 #: library): about 10 forks a second at a 0.5 s trigger, and walCommit + commitOffsets went
-#: from ~70 ms to ~18 ms a batch without them. Our checkpoint is always a local (or mounted)
-#: directory, whose renames are atomic either way.
+#: from 70-100 ms to ~16 ms a batch without them (bench.stages). Our checkpoint is always a
+#: local (or mounted) directory, whose renames are atomic either way.
 CHECKPOINT_FILE_MANAGER = (
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 )
@@ -52,7 +52,8 @@ CHECKPOINT_FILE_MANAGER = (
 #: Interpreted expressions, no generated code. Spark compiles (Janino) and loads two new classes
 #: every micro-batch, because the state operators' eviction predicates inline that batch's
 #: watermark; our JVM sees a few dozen rows a batch, where generated code saves nothing. The job
-#: took 0.093 of a core instead of 0.105 at 1,500 echoes/s (bench.scale's live replay).
+#: took 0.079-0.093 of a core instead of 0.105-0.107 at 1,500 echoes/s (bench.scale's live
+#: replay, two runs each).
 #: ``factoryMode`` is an internal Spark conf (4.3); an unknown one would be ignored.
 NO_CODEGEN = {
     "spark.sql.codegen.wholeStage": "false",
