@@ -40,7 +40,8 @@ LARGE_ECHOES, LARGE_BATCHES = 400_000, 8
 #: Batches at the start left out of the medians: the JVM's JIT and the Python workers warm up
 #: over several (the first takes 20-40 s, the next few seconds each, measured).
 WARM_BATCHES = 3
-#: Spark SQL settings tried on the fixed cost, each against the same baseline, back to back.
+#: Settings tried on the fixed cost, each against the same baseline, back to back: Spark SQL
+#: confs, and ``agg.JVM_CONF`` for the job's ``jvm_options`` (set before the JVM starts).
 LEVERS: dict[str, dict[str, str]] = {
     "baseline (the job's defaults: RocksDB, C1 JIT, FileSystem checkpoint manager, no codegen)": {},
     "C2 JIT too (the JVM's default tiers; the job's default before issue 24's fixed-cost work)": {
@@ -52,16 +53,25 @@ LEVERS: dict[str, dict[str, str]] = {
             "FileContextBasedCheckpointFileManager"
         )
     },
+    "code generation (Spark's default; the job's before)": {
+        "spark.sql.codegen.wholeStage": "true",
+        "spark.sql.codegen.factoryMode": "FALLBACK",
+    },
+    "the job before issue 24's fixed-cost work (all three of the above)": {
+        agg.JVM_CONF: "",
+        "spark.sql.streaming.checkpointFileManagerClass": (
+            "org.apache.spark.sql.execution.streaming.checkpointing."
+            "FileContextBasedCheckpointFileManager"
+        ),
+        "spark.sql.codegen.wholeStage": "true",
+        "spark.sql.codegen.factoryMode": "FALLBACK",
+    },
     "in-memory state store": {
         "spark.sql.streaming.stateStore.providerClass": (
             "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
         )
     },
     "1 shuffle partition": {"spark.sql.shuffle.partitions": "1"},
-    "code generation (Spark's default; the job's before)": {
-        "spark.sql.codegen.wholeStage": "true",
-        "spark.sql.codegen.factoryMode": "FALLBACK",
-    },
 }
 
 
