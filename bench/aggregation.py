@@ -177,6 +177,9 @@ class RawReplayReader:
         yield from out
 
 
+#: A worker's ``--conf`` of this key sets the job's ``jvm_options`` (the JVM is not started yet).
+JVM_CONF = "spark.driver.extraJavaOptions"
+
 #: Env var naming a file that read tasks append one JSON line of their stage times to.
 TIMINGS_ENV = "NINES_AGG_TIMINGS"
 
@@ -246,12 +249,15 @@ def run_worker(
             "shuffle_partitions": cores,
             "state_store": os.environ.get("NINES_STATE_STORE", "rocksdb"),
         }
+        # the JVM's flags are set before it starts: the job's setting, not a runtime conf
+        | ({"jvm_options": confs[JVM_CONF]} if confs and JVM_CONF in confs else {})
     )
     timings = Path(tempfile.mkdtemp(prefix="nines-agg-t-")) / "tasks.jsonl"
     os.environ[TIMINGS_ENV] = str(timings)  # before the JVM starts: its Python workers inherit
     spark = spark_session(config)
     for key, value in (confs or {}).items():  # a lever tried on the stage breakdown
-        spark.conf.set(key, value)
+        if key != JVM_CONF:
+            spark.conf.set(key, value)
     spark.dataSource.register(ReplayDataSource)
     fmt = "nines-replay"
     if echo_format != "parsed":
@@ -402,12 +408,11 @@ ROLES = (
 def tree_cpu_by_role(roots: list[int]) -> dict[str, float]:
     """CPU seconds of ``roots``' process tree by role: the driver (``roots[0]``), the JVM, the
     Python data source's planner, the Python workers (read tasks), anything else."""
-    from bench.procstat import cpu_s
-    from bench.stages import _descendants
+    from bench.procstat import cpu_s, descendants
 
     out: dict[str, float] = {}
     for root in roots:
-        for pid in _descendants(root):
+        for pid in descendants([root]):
             try:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
                 cpu = cpu_s(pid)

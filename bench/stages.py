@@ -40,9 +40,32 @@ LARGE_ECHOES, LARGE_BATCHES = 400_000, 8
 #: Batches at the start left out of the medians: the JVM's JIT and the Python workers warm up
 #: over several (the first takes 20-40 s, the next few seconds each, measured).
 WARM_BATCHES = 3
-#: Spark SQL settings tried on the fixed cost, each against the same baseline, back to back.
+#: Settings tried on the fixed cost, each against the same baseline, back to back: Spark SQL
+#: confs, and ``agg.JVM_CONF`` for the job's ``jvm_options`` (set before the JVM starts).
 LEVERS: dict[str, dict[str, str]] = {
-    "baseline (RocksDB, 2 shuffle partitions)": {},
+    "baseline (the job's defaults: RocksDB, C1 JIT, FileSystem checkpoint manager, no codegen)": {},
+    "C2 JIT too (the JVM's default tiers; the job's default before issue 24's fixed-cost work)": {
+        agg.JVM_CONF: ""
+    },
+    "FileContext checkpoint manager (Spark's default; the job's before)": {
+        "spark.sql.streaming.checkpointFileManagerClass": (
+            "org.apache.spark.sql.execution.streaming.checkpointing."
+            "FileContextBasedCheckpointFileManager"
+        )
+    },
+    "code generation (Spark's default; the job's before)": {
+        "spark.sql.codegen.wholeStage": "true",
+        "spark.sql.codegen.factoryMode": "FALLBACK",
+    },
+    "the job before issue 24's fixed-cost work (all three of the above)": {
+        agg.JVM_CONF: "",
+        "spark.sql.streaming.checkpointFileManagerClass": (
+            "org.apache.spark.sql.execution.streaming.checkpointing."
+            "FileContextBasedCheckpointFileManager"
+        ),
+        "spark.sql.codegen.wholeStage": "true",
+        "spark.sql.codegen.factoryMode": "FALLBACK",
+    },
     "in-memory state store": {
         "spark.sql.streaming.stateStore.providerClass": (
             "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
@@ -223,10 +246,11 @@ def main(argv: list[str] | None = None) -> int:
         "setup": (
             f"v2 echoes of {SERIES} series (batches of {agg.V2_BATCH}) replayed from an Arrow "
             f"file through the real StreamPipeline on {MASTER} (bench.aggregation's worker, 2 "
-            "shuffle partitions, windows 10s/1m/1h, RocksDB state, trigger 0.5 s), the values "
-            "parsed and combined in the read tasks as the Kafka source does. Medians per batch "
-            f"over the batches after the first {WARM_BATCHES} (warm-up) and before the closing "
-            "one."
+            "shuffle partitions, windows 10s/1m/1h, RocksDB state, trigger 0.5 s, the job's "
+            "Spark settings: C1 JIT, FileSystem checkpoint manager, no code generation), the "
+            "values parsed and combined in the read tasks as the Kafka source does. Medians per "
+            f"batch over the batches after the first {WARM_BATCHES} (warm-up) and before the "
+            "closing one."
         ),
         "warm_batches": WARM_BATCHES,
     }

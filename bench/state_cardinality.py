@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.stages import _descendants
+from bench.procstat import descendants
 from core.echo import Echo, encode_record
 from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
@@ -77,9 +77,9 @@ def measure(series: int, beyond: int, echoes: int, max_series: int) -> dict[str,
         sampling = threading.Event()
 
         def sample() -> None:  # the job's process tree (driver, JVM, Python workers), no broker
-            broker_tree = set(_descendants(broker.pid))
+            broker_tree = set(descendants([broker.pid]))
             while not sampling.wait(0.5):
-                pids = [p for p in _descendants(os.getpid()) if p not in broker_tree]
+                pids = [p for p in descendants([os.getpid()]) if p not in broker_tree]
                 peak["rss_mib"] = max(peak["rss_mib"], sum(map(_rss_mib, pids)))
 
         sampler = threading.Thread(target=sample, daemon=True)

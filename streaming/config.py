@@ -95,6 +95,15 @@ class StreamConfig(SeriesCapConfig):
     max_records_per_batch: int = setting(1_000_000, ge=1, help="bound on one micro-batch")
     shuffle_partitions: int = setting(4, ge=1, help="Spark shuffle partitions")
     state_store: Literal["rocksdb", "memory"] = setting("rocksdb", help="Spark state store")
+    #: The JVM's JIT: C1 only. Spark's JVM sees ~74 partial-histogram rows a micro-batch
+    #: whatever the echoes, so its CPU is per-batch machinery (planning, scheduling, state
+    #: commits) that C2 keeps recompiling for minutes: at 1,500 echoes/s with the 5 s trigger
+    #: the JVM took 0.2 of a core with C2 and 0.08 with C1 only, and 400 k-echo batches got
+    #: faster too (docs/benchmarks.md, bench.stages).
+    jvm_options: str = setting(
+        "-XX:TieredStopAtLevel=1",
+        help="JVM flags of Spark's driver and executors (C1 JIT only: cheaper per micro-batch)",
+    )
     kafka: StreamKafka = setting(
         default_factory=dict, help="librdkafka settings for the echo consumer"
     )
@@ -119,6 +128,14 @@ class StreamConfig(SeriesCapConfig):
     def _trigger(cls, v: float) -> float:
         if v < MIN_TRIGGER_S:
             raise ValueError("must be at least 1ms (Spark's trigger counts whole milliseconds)")
+        return v
+
+    @field_validator("jvm_options")
+    @classmethod
+    def _jvm_options(cls, v: str) -> str:
+        bad = [o for o in v.split() if not o.startswith("-")]
+        if bad:
+            raise ValueError(f"each JVM flag starts with '-' (got {bad[0]!r})")
         return v
 
     @field_validator("echo_topic")

@@ -346,6 +346,7 @@ def cross_field() -> Iterator[Case]:
         ("stream", (), "stream: {windows: [[10s]]}\n", "stream.windows"),
         ("stream", (), "stream: {highest: 1us, lowest_us: 1}\n", "stream.config"),
         ("stream", (), "stream: {source: kafka}\n", "stream.source"),
+        ("stream", (), "stream: {jvm_options: Xmx1g}\n", "stream.jvm_options"),
         ("broker", ("--engine", "tansu", "--brokers", "3"), None, "broker.brokers"),
         ("broker", ("--topic", "a:1", "--topic", "a:2"), None, "broker.topics"),
         ("broker", ("--brokers", "3", "--port", "65534"), None, "broker.port"),
