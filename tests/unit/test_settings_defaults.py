@@ -115,3 +115,22 @@ def test_a_probe_entry_without_a_setting_gets_the_models_default_not_the_charts(
     written, default = build(ProbeConfig, probe), ProbeConfig(bootstrap="kafka-a:9092")
     assert (written.topic, written.rate, written.size, written.loss_timeout) == (
         default.topic, default.rate, default.size, default.loss_timeout)  # fmt: skip
+
+
+def test_the_spark_operator_driver_gets_the_streams_jvm_options_default() -> None:
+    """spark-submit starts the driver's JVM before the job reads ``jvm_options``: the chart
+    passes the same flags as ``spark.driver.extraJavaOptions``."""
+    from streaming.config import StreamConfig
+
+    values = helm.values_from_yaml((CHART / "ci" / "spark-operator-values.yaml").read_text())
+    out = helm.Chart.load(str(CHART)).render(values or {}, name="nines", namespace="monitoring")
+    apps = [
+        doc
+        for name, text in out.items()
+        if not name.endswith("NOTES.txt")
+        for doc in yaml.safe_load_all(text)
+        if isinstance(doc, dict) and doc.get("kind") == "SparkApplication"
+    ]
+    assert len(apps) == 1
+    conf = apps[0]["spec"]["sparkConf"]
+    assert conf["spark.driver.extraJavaOptions"] == StreamConfig.model_fields["jvm_options"].default
