@@ -181,8 +181,7 @@ def _echo_buckets(echoes: pa.Table, windows: WindowSpec, layout: HdrLayout) -> p
     lost_flags.append(np.zeros(rows, np.int64))
     subjects.append(system_subject[0])
     take = np.flatnonzero(np.concatenate(keep))
-    src = np.tile(np.arange(rows), kinds)[take]
-    kind_i = np.repeat(np.arange(kinds), rows)[take]
+    kind_i, src = np.divmod(take, rows)
     value_all = np.concatenate(values)[take]
     measured = len(take) - rows
     bucket = np.empty(len(take), np.int64)
