@@ -133,10 +133,12 @@ _ECHO_KINDS = [*(KIND_CODES[k] for k in LATENCY_SPANS), STAT_CODES["system"]]
 
 
 def _echo_buckets(echoes: pa.Table, windows: WindowSpec, layout: HdrLayout) -> pa.Table:
-    """Bucket rows of echo rows only, grouped with numpy: one int64 key per (finest window,
-    subject, kind, bucket), a sort and ``reduceat``. The same rows as ``_samples`` then
-    ``_group``, 4-5× faster (measured on 200 k echoes, 12 series): Arrow's hash group-by on
-    eight columns, two of them strings, and the sample tables were most of a read task."""
+    """Bucket rows of echo rows only, grouped with numpy: one code per histogram (finest
+    window, kind, subject) and bucket, counted into slots (``_dense_groups``), or past its bound
+    sorted into one int64 key and ``reduceat``. The same rows as ``_samples`` then ``_group``,
+    4-5× faster with the sort (measured on 200 k echoes, 12 series): Arrow's hash group-by on
+    eight columns, two of them strings, and the sample tables were most of a read task;
+    counting halved what was left (``python -m bench.combiner``)."""
     rows = echoes.num_rows
     if rows == 0:
         return BUCKET_SCHEMA.empty_table()
