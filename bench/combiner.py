@@ -3,11 +3,13 @@ the time goes, without Spark.
 
 One read task's share of a 1,000,000-echo micro-batch on local[2] (500,000 v2 echoes, 12 series,
 windows 10s/1m/1h, the aggregation bench's latency spread: lognormal, rare multi-second stalls,
-0.1 % lost) is encoded as v2 Kafka values, parsed and marked as the source does, ``FETCH`` values
-at a time, outside the clock; then only ``Combiner.add`` and ``Combiner.finish`` are timed, as a
-read task calls them. The stage split is one more run under ``cProfile``: own time per function
-of the combiner and per numpy/Arrow primitive (sorts, ``reduceat``, ``bincount``,
-dictionary encoding), so a change shows which stage it moved.
+0.1 % lost) is encoded as v2 Kafka values, parsed and marked as the source does, outside the
+clock, ``FETCH_ECHOES`` echoes at a time (so the combiner combines in ``COMBINE_ROWS`` chunks and
+merges them, as a read task does); then only ``Combiner.add`` and ``Combiner.finish`` are
+timed. The stage split is one more run under ``cProfile``: own time per function of the
+combiner and per numpy/Arrow primitive (sorts, ``reduceat``, ``ufunc.at``, dictionary encoding)
+charged to the combiner's function that called it (split by the callers' time where a library
+wrapper is shared: approximate), so a change shows which stage it moved.
 
     python -m bench.combiner [--echoes 500000] [--series 12] [--repeat 5]
 """
@@ -30,8 +32,8 @@ import pyarrow as pa
 #: One read task's echoes of a 1,000,000-echo micro-batch on local[2].
 ECHOES = 500_000
 SERIES = 12
-#: Kafka values parsed per fetch (``streaming.consume.FETCH_BATCH``); a v2 value holds 100 echoes.
-FETCH = 10_000
+#: Echoes parsed and marked at a time: 100 v2 values of 100 echoes.
+FETCH_ECHOES = 10_000
 WINDOWS = "10s,1m,1h"
 #: The combiner's own modules: their functions are stages; whatever they call is charged to them.
 OWN_MODULES = ("streaming/combine.py", "core/hdr.py", "streaming/wire.py")
@@ -48,8 +50,8 @@ def marked_batches(echoes: int, series: int) -> list[pa.RecordBatch]:
     values = raw_values(generate(echoes, t0, partitions=series), "v2").column("value").to_pylist()
     spec = WindowSpec.from_names(WINDOWS)
     out = []
-    for k in range(0, len(values), FETCH // V2_BATCH):
-        chunk = values[k : k + FETCH // V2_BATCH]
+    for k in range(0, len(values), FETCH_ECHOES // V2_BATCH):
+        chunk = values[k : k + FETCH_ECHOES // V2_BATCH]
         parsed = parse_with_stamps(chunk, [None] * len(chunk), 300_000_000)
         out.append(mark_late(parsed, spec, 0))
     return out
