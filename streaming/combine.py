@@ -290,7 +290,7 @@ def _dense_groups(hist: np.ndarray, hists: int, bucket: np.ndarray, limit: int) 
     slot = base[hist] + (bucket - low[hist])
     used = np.zeros(int(base[-1]), bool)
     used[slot] = True
-    rank = np.cumsum(used, dtype=np.int32)  # 5 bytes a slot in all: a few per element
+    rank = np.cumsum(used, dtype=np.int32 if len(used) < 2**31 else np.int64)  # 5 bytes a slot
     used_slots = np.flatnonzero(used)
     group_hist = np.searchsorted(base, used_slots, side="right") - 1
     return _Groups(
@@ -441,10 +441,13 @@ def histograms(buckets: pa.Table) -> pa.Table:
     Grouped by counting (``_dense_groups``), which yields the buckets in order: no sort."""
     rows = buckets.num_rows
     limit = _dense_limit(rows)
-    key = _key([_column_codes(buckets.column(k), limit) for k in HIST_KEYS]) if rows else None
+    nulls = any(buckets.column(c).null_count for c in ("bucket", *(c for c, _ in _AGGREGATES)))
+    key = None
+    if rows and not nulls:
+        key = _key([_column_codes(buckets.column(k), limit) for k in HIST_KEYS])
     bucket = _int64(buckets, "bucket")
     groups = _dense_groups(key[0], key[1], bucket, limit) if key is not None else None
-    if key is None or groups is None or any(buckets.column(c).null_count for c, _ in _AGGREGATES):
+    if key is None or groups is None:
         return _sorted_histograms(_group(buckets))
     hist, hists = key
     at = np.empty(hists, np.int64)
