@@ -39,7 +39,9 @@ WINDOWS = "10s,1m,1h"
 OWN_MODULES = ("streaming/combine.py", "core/hdr.py", "streaming/wire.py")
 
 
-def marked_batches(echoes: int, series: int) -> list[pa.RecordBatch]:
+def marked_batches(
+    echoes: int, series: int, fetch_echoes: int = FETCH_ECHOES
+) -> list[pa.RecordBatch]:
     """The source's marked rows for ``echoes`` v2 echoes: what ``Combiner.add`` receives."""
     from bench.aggregation import V2_BATCH, generate, raw_values
     from core.windows import WindowSpec
@@ -50,8 +52,9 @@ def marked_batches(echoes: int, series: int) -> list[pa.RecordBatch]:
     values = raw_values(generate(echoes, t0, partitions=series), "v2").column("value").to_pylist()
     spec = WindowSpec.from_names(WINDOWS)
     out = []
-    for k in range(0, len(values), FETCH_ECHOES // V2_BATCH):
-        chunk = values[k : k + FETCH_ECHOES // V2_BATCH]
+    per_fetch = max(fetch_echoes // V2_BATCH, 1)
+    for k in range(0, len(values), per_fetch):
+        chunk = values[k : k + per_fetch]
         parsed = parse_with_stamps(chunk, [None] * len(chunk), 300_000_000)
         out.append(mark_late(parsed, spec, 0))
     return out
@@ -130,10 +133,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.combiner", description=__doc__)
     ap.add_argument("--echoes", type=int, default=ECHOES, help="echoes of one read task")
     ap.add_argument("--series", type=int, default=SERIES, help="probe partitions (series)")
+    ap.add_argument(
+        "--fetch",
+        type=int,
+        default=FETCH_ECHOES,
+        help="echoes per marked batch (the aggregation bench's reader hands a task's all at once)",
+    )
     ap.add_argument("--repeat", type=int, default=5, help="timed runs (the median is reported)")
     ap.add_argument("--json", action="store_true", help="one JSON line instead of a table")
     args = ap.parse_args(argv)
-    batches = marked_batches(args.echoes, args.series)
+    batches = marked_batches(args.echoes, args.series, args.fetch)
     echoes = sum(b.num_rows for b in batches)
     run_combiner(batches)  # warm: imports, allocator
     runs = [run_combiner(batches) for _ in range(args.repeat)]
