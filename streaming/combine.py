@@ -192,7 +192,6 @@ def _echo_buckets(echoes: pa.Table, windows: WindowSpec, layout: HdrLayout) -> p
     subject_cards = max(measured_subject[1], system_subject[1])
     subject = np.concatenate(subjects)[take]
     weights = n[src]
-    lost_all = np.concatenate(lost_flags)[take]
     hist_cards = window[1] * kinds * subject_cards
     groups = None
     if hist_cards <= limit:  # one code per (finest window, kind, subject): a histogram
@@ -203,11 +202,19 @@ def _echo_buckets(echoes: pa.Table, windows: WindowSpec, layout: HdrLayout) -> p
         at = np.empty(count, np.int64)
         at[of] = np.arange(len(of))  # any element of a group: all share its key
         group_bucket = groups.bucket
+        unit = not np.any(n != 1)  # every row one echo (not a gap's count): count, not add
+        bounds = np.searchsorted(take, np.arange(kinds + 1) * rows)  # each kind's elements
+        lost_at = np.concatenate(
+            [
+                lo + np.flatnonzero(flag[src[lo:hi]])
+                for flag, lo, hi in zip(lost_flags, bounds[:-1], bounds[1:], strict=True)
+            ]
+        )  # the few lost elements (e2e's), not every element's flag
         totals = [
-            _add(of, count, weights),
-            _add(of, count, lost_all),
+            np.bincount(of, minlength=count) if unit else _add(of, count, weights),
+            _add(of[lost_at], count, np.ones(len(lost_at), np.int64)),
             _most(of, count, value_all),
-            _add(of, count, value_all * weights),
+            _add(of, count, value_all if unit else value_all * weights),
             _most(of, count, event[src]),
         ]
     else:  # too many possible groups to count: sort
@@ -219,6 +226,7 @@ def _echo_buckets(echoes: pa.Table, windows: WindowSpec, layout: HdrLayout) -> p
         key = key * subject_cards + subject
         key = key * radix[3] + bucket
         order, first = _runs(key)
+        lost_all = np.concatenate(lost_flags)[take]
         at = order[first]
         group_bucket = bucket[at]
         totals = [

@@ -391,6 +391,20 @@ def test_a_realistic_batch_is_grouped_by_counting_with_the_sorts_result(seed: in
     assert sum(sum(h[5]) for h in counting if h[0][5] == KIND_CODES["e2e"]) == 60_000
 
 
+def test_weighted_echoes_are_counted_with_their_weights() -> None:
+    """An echo row's ``n`` weighs its count and sum (every source row is one echo today; the
+    combiner keeps the weight general): counting equals the sort and the reference."""
+    table = echo_table(5_000, 12, 2, 5, clusters=1)
+    weights = np.random.default_rng(5).integers(1, 4, table.num_rows)
+    table = table.set_column(table.schema.get_field_index("n"), "n", pa.array(weights))
+    with pytest.MonkeyPatch.context() as mp:
+        sorts = calls_to_sort(mp)
+        got = combine(table, SPEC, LAYOUT)
+        assert sorts == []
+    assert as_dict(got) == reference(table.to_pylist())
+    assert combined(table, [1_000], sort=False) == combined(table, [1_000], sort=True)
+
+
 def test_too_many_slots_to_count_falls_back_to_the_sort() -> None:
     """A backlog over hundreds of windows and series, and a few echoes each spread over the
     whole layout: counting would need more slots than a few per element, so they are sorted,
