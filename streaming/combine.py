@@ -13,6 +13,7 @@ exactly-once holds.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -132,10 +133,12 @@ _ECHO_KINDS = [*(KIND_CODES[k] for k in LATENCY_SPANS), STAT_CODES["system"]]
 
 
 def _echo_buckets(echoes: pa.Table, windows: WindowSpec, layout: HdrLayout) -> pa.Table:
-    """Bucket rows of echo rows only, grouped with numpy: one int64 key per (finest window,
-    subject, kind, bucket), a sort and ``reduceat``. The same rows as ``_samples`` then
-    ``_group``, 4-5× faster (measured on 200 k echoes, 12 series): Arrow's hash group-by on
-    eight columns, two of them strings, and the sample tables were most of a read task."""
+    """Bucket rows of echo rows only, grouped with numpy: one code per histogram (finest
+    window, kind, subject) and bucket, counted into slots (``_dense_groups``), or past its bound
+    sorted into one int64 key and ``reduceat``. The same rows as ``_samples`` then ``_group``,
+    4-5× faster with the sort (measured on 200 k echoes, 12 series): Arrow's hash group-by on
+    eight columns, two of them strings, and the sample tables were most of a read task;
+    counting halved what was left (``python -m bench.combiner``)."""
     rows = echoes.num_rows
     if rows == 0:
         return BUCKET_SCHEMA.empty_table()
@@ -151,11 +154,14 @@ def _echo_buckets(echoes: pa.Table, windows: WindowSpec, layout: HdrLayout) -> p
     n, event = ints("n"), ints("event_us")
     window_end = window_end_us(event, windows.finest_us)
     leader = ints("leader", UNKNOWN_LEADER)
+    kinds = len(_ECHO_KINDS)
+    limit = _dense_limit(rows * kinds)
     cluster, topic = _codes(col("cluster")), _codes(col("topic"))
-    partition, leader_code = _codes(col("partition")), _codes(pa.array(leader))
-    system, window = _codes(col("system")), _codes(pa.array(window_end))
-    measured_subject = _radix([cluster, topic, partition, leader_code])
-    system_subject = _radix([cluster, topic, system])
+    partition, leader_code = _column_codes(col("partition"), limit), _int_codes(leader, limit)
+    system = _codes(col("system"))
+    window = _int_codes(window_end // windows.finest_us, limit)
+    measured_subject = _key([cluster, topic, partition, leader_code])
+    system_subject = _key([cluster, topic, system])
     if measured_subject is None or system_subject is None:
         return _group(_finest(_samples(echoes), windows, layout))
     values, keep, lost_flags, subjects = [], [], [], []
@@ -171,27 +177,66 @@ def _echo_buckets(echoes: pa.Table, windows: WindowSpec, layout: HdrLayout) -> p
         keep.append(ok)
         lost_flags.append(flag)
         subjects.append(measured_subject[0])
-    values.append(np.zeros(rows, np.int64))  # the per-system count: one 0 µs value per echo
+    # the per-system count: one 0 µs value per echo, always kept, so the last ``rows`` elements
+    values.append(np.zeros(rows, np.int64))
     keep.append(np.ones(rows, bool))
     lost_flags.append(np.zeros(rows, np.int64))
     subjects.append(system_subject[0])
-    kinds = len(_ECHO_KINDS)
     take = np.flatnonzero(np.concatenate(keep))
-    src = np.tile(np.arange(rows), kinds)[take]
-    kind_i = np.repeat(np.arange(kinds), rows)[take]
+    kind_i, src = np.divmod(take, rows)
     value_all = np.concatenate(values)[take]
-    bucket = np.asarray(layout.index_of(value_all), np.int64)
+    measured = len(take) - rows
+    bucket = np.empty(len(take), np.int64)
+    bucket[:measured] = layout.index_of(value_all[:measured])
+    bucket[measured:] = layout.index_of(np.zeros(1, np.int64))[0]
     subject_cards = max(measured_subject[1], system_subject[1])
-    radix = [window[1], kinds, subject_cards, int(bucket.max(initial=0)) + 1]
-    if np.prod(np.asarray(radix, dtype=np.float64)) >= 2.0**62:
-        return _group(_finest(_samples(echoes), windows, layout))
-    key = window[0][src]
-    key = key * kinds + kind_i
-    key = key * subject_cards + np.concatenate(subjects)[take]
-    key = key * radix[3] + bucket
-    order, first = _runs(key)
-    at, group_src, group_kind = order[first], src[order[first]], kind_i[order[first]]
+    subject = np.concatenate(subjects)[take]
     weights = n[src]
+    hist_cards = window[1] * kinds * subject_cards
+    groups = None
+    if hist_cards <= limit:  # one code per (finest window, kind, subject): a histogram
+        hist = (window[0][src] * kinds + kind_i) * subject_cards + subject
+        groups = _dense_groups(hist, hist_cards, bucket, limit)
+    if groups is not None:
+        of, count = groups.of, groups.groups
+        at = np.empty(count, np.int64)
+        at[of] = np.arange(len(of))  # any element of a group: all share its key
+        group_bucket = groups.bucket
+        unit = not np.any(n != 1)  # every row one echo (not a gap's count): count, not add
+        bounds = np.searchsorted(take, np.arange(kinds + 1) * rows)  # each kind's elements
+        lost_at = np.concatenate(
+            [
+                lo + np.flatnonzero(flag[src[lo:hi]])
+                for flag, lo, hi in zip(lost_flags, bounds[:-1], bounds[1:], strict=True)
+            ]
+        )  # the few lost elements (e2e's), not every element's flag
+        totals = [
+            np.bincount(of, minlength=count) if unit else _add(of, count, weights),
+            _add(of[lost_at], count, np.ones(len(lost_at), np.int64)),
+            _most(of, count, value_all),
+            _add(of, count, value_all if unit else value_all * weights),
+            _most(of, count, event[src]),
+        ]
+    else:  # too many possible groups to count: sort
+        radix = [window[1], kinds, subject_cards, int(bucket.max(initial=0)) + 1]
+        if np.prod(np.asarray(radix, dtype=np.float64)) >= 2.0**62:
+            return _group(_finest(_samples(echoes), windows, layout))
+        key = window[0][src]
+        key = key * kinds + kind_i
+        key = key * subject_cards + subject
+        key = key * radix[3] + bucket
+        order, first = _runs(key)
+        lost_all = np.concatenate(lost_flags)[take]
+        at = order[first]
+        group_bucket = bucket[at]
+        totals = [
+            np.add.reduceat(weights[order], first),
+            np.add.reduceat(lost_all[order], first),
+            np.maximum.reduceat(value_all[order], first),
+            np.add.reduceat((value_all * weights)[order], first),
+            np.maximum.reduceat(event[src][order], first),
+        ]
+    group_src, group_kind = src[at], kind_i[at]
     is_system = group_kind == kinds - 1
     kind_codes = np.asarray(_ECHO_KINDS, np.int32)[group_kind]
     system_rows = pa.array(is_system)
@@ -207,14 +252,115 @@ def _echo_buckets(echoes: pa.Table, windows: WindowSpec, layout: HdrLayout) -> p
         "reason": pc.if_else(
             system_rows, col("system").take(pa.array(group_src)), pa.scalar(None, pa.string())
         ),
-        "bucket": pa.array(bucket[at]),
-        "n": pa.array(np.add.reduceat(weights[order], first)),
-        "lost": pa.array(np.add.reduceat(np.concatenate(lost_flags)[take][order], first)),
-        "max_us": pa.array(np.maximum.reduceat(value_all[order], first)),
-        "sum_us": pa.array(np.add.reduceat((value_all * weights)[order], first)),
-        "event_us": pa.array(np.maximum.reduceat(event[src][order], first)),
+        "bucket": pa.array(group_bucket),
+        **{name: pa.array(t) for (name, _), t in zip(_AGGREGATES, totals, strict=True)},
     }
     return pa.table([columns[f.name] for f in BUCKET_SCHEMA], schema=BUCKET_SCHEMA)
+
+
+#: Counting instead of sorting (``_dense_groups``) may allocate this many slots (one per possible
+#: group) per grouped element, plus ``DENSE_MIN_SLOTS``; past that (a backlog over many windows
+#: and series) a sort groups instead, so memory stays a few times the rows'.
+DENSE_SLOTS_PER_ELEMENT = 4
+DENSE_MIN_SLOTS = 1 << 16
+
+
+def _dense_limit(elements: int) -> int:
+    return DENSE_SLOTS_PER_ELEMENT * elements + DENSE_MIN_SLOTS
+
+
+class _Groups(NamedTuple):
+    """Groups of (histogram, bucket) pairs, numbered in (histogram, bucket) order."""
+
+    of: np.ndarray  # each element's group
+    groups: int
+    hist: np.ndarray  # each group's histogram code
+    bucket: np.ndarray  # each group's bucket
+
+
+def _dense_groups(hist: np.ndarray, hists: int, bucket: np.ndarray, limit: int) -> _Groups | None:
+    """``_Groups`` found by counting, not sorting: each histogram code gets one slot per bucket
+    between its lowest and its highest, so the slots come out in (histogram, bucket) order (a
+    sort of 800 k elements was a third of a read task). None past ``limit`` slots."""
+    if hists > limit or len(hist) == 0:
+        return None
+    low = np.full(hists, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(low, hist, bucket)
+    high = np.full(hists, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(high, hist, bucket)
+    present = high >= low
+    span = np.where(present, high.astype(np.float64) - low.astype(np.float64) + 1, 0.0)
+    if span.sum() > limit:
+        return None
+    width = np.where(present, high - low + 1, 0)
+    base = np.zeros(hists + 1, np.int64)
+    np.cumsum(width, out=base[1:])
+    slot = base[hist] + (bucket - low[hist])
+    used = np.zeros(int(base[-1]), bool)
+    used[slot] = True
+    rank = np.cumsum(used, dtype=np.int32 if len(used) < 2**31 else np.int64)  # 5 bytes a slot
+    used_slots = np.flatnonzero(used)
+    group_hist = np.searchsorted(base, used_slots, side="right") - 1
+    return _Groups(
+        rank[slot] - 1, len(used_slots), group_hist, used_slots - base[group_hist] + low[group_hist]
+    )
+
+
+def _add(group: np.ndarray, count: int, values: np.ndarray) -> np.ndarray:
+    out = np.zeros(count, np.int64)
+    np.add.at(out, group, values)
+    return out
+
+
+def _most(group: np.ndarray, count: int, values: np.ndarray) -> np.ndarray:
+    out = np.full(count, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(out, group, values)
+    return out
+
+
+def _int_codes(values: np.ndarray, limit: int) -> tuple[np.ndarray, int]:
+    """Codes of ints by offset from the least when their range is small (no hash, no sort),
+    dictionary codes otherwise."""
+    if len(values) == 0:
+        return np.zeros(0, np.int64), 1
+    low, high = int(values.min()), int(values.max())
+    if high - low < limit:
+        return np.asarray(values, np.int64) - low, high - low + 1
+    return _codes(pa.array(values))
+
+
+def _column_codes(column: pa.Array | pa.ChunkedArray, limit: int) -> tuple[np.ndarray, int]:
+    """``_int_codes`` of an integer column (nulls: one more code), ``_codes`` of any other."""
+    if not pa.types.is_integer(column.type):
+        return _codes(column)
+    values = np.asarray(pc.fill_null(column, 0).to_numpy(zero_copy_only=False), np.int64)
+    codes, cards = _int_codes(values, limit)
+    if column.null_count:
+        null = np.asarray(pc.is_null(column).to_numpy(zero_copy_only=False))
+        return np.where(null, cards, codes), cards + 1
+    return codes, cards
+
+
+def _key(parts: Sequence[tuple[np.ndarray, int]]) -> tuple[np.ndarray, int] | None:
+    """One code for several, numbered 0..distinct-1 in mixed-radix order (None past 2**62)."""
+    key, cards = parts[0]
+    for codes, card in parts[1:]:
+        if cards * max(card, 1) >= 2**62:
+            return None
+        key, cards = key * max(card, 1) + codes, cards * max(card, 1)
+        if cards > len(key):
+            key, cards = _compact(key, cards)
+    return _compact(key, cards)
+
+
+def _compact(code: np.ndarray, cards: int) -> tuple[np.ndarray, int]:
+    """Codes renumbered 0..distinct-1, their order kept: counted when few, else sorted."""
+    if cards <= _dense_limit(len(code)):
+        used = np.bincount(code, minlength=cards) > 0
+        rank = np.cumsum(used) - 1
+        return rank[code], int(rank[-1]) + 1 if cards else 0
+    unique, inverse = np.unique(code, return_inverse=True)
+    return np.asarray(inverse, np.int64).reshape(-1), len(unique)
 
 
 def _codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
@@ -271,10 +417,8 @@ class Combiner:
     def finish(self) -> Iterator[pa.RecordBatch]:
         """Everything still pending, merged, as histograms."""
         yield from self._combine_pending()
-        if self._partials:  # one part is grouped already
-            merged = (
-                self._partials[0] if len(self._partials) == 1 else merge_partials(self._partials)
-            )
+        if self._partials:
+            merged = pa.concat_tables(self._partials)  # ``histograms`` adds them up
             yield from histograms(merged).to_batches()
         self._partials, self._partial_count = [], 0
 
@@ -300,8 +444,40 @@ def merge_partials(partials: Sequence[pa.Table]) -> pa.Table:
 
 
 def histograms(buckets: pa.Table) -> pa.Table:
-    """Bucket rows (grouped: no bucket twice in a key) as one encoded histogram per
-    ``HIST_KEYS`` (``PARTIAL_SCHEMA``), grouped with numpy like ``_echo_buckets``."""
+    """Bucket rows as one encoded histogram per ``HIST_KEYS`` (``PARTIAL_SCHEMA``); a bucket may
+    come several times in a key (the chunks' bucket rows, concatenated): its counts are added.
+    Grouped by counting (``_dense_groups``), which yields the buckets in order: no sort."""
+    rows = buckets.num_rows
+    limit = _dense_limit(rows)
+    nulls = any(buckets.column(c).null_count for c in ("bucket", *(c for c, _ in _AGGREGATES)))
+    key = None
+    if rows and not nulls:
+        key = _key([_column_codes(buckets.column(k), limit) for k in HIST_KEYS])
+    bucket = _int64(buckets, "bucket")
+    groups = _dense_groups(key[0], key[1], bucket, limit) if key is not None else None
+    if key is None or groups is None:
+        return _sorted_histograms(_group(buckets))
+    hist, hists = key
+    at = np.empty(hists, np.int64)
+    at[hist] = np.arange(rows)  # any row of a histogram: all share its key
+    offsets = np.zeros(hists + 1, np.int64)
+    np.cumsum(np.bincount(groups.hist, minlength=hists), out=offsets[1:])
+    encoded = encode(
+        _add(hist, hists, _int64(buckets, "lost")),
+        _most(hist, hists, _int64(buckets, "max_us")),
+        _add(hist, hists, _int64(buckets, "sum_us")),
+        offsets,
+        groups.bucket,
+        _add(groups.of, groups.groups, _int64(buckets, "n")),
+    )
+    out = buckets.select(list(HIST_KEYS)).take(pa.array(at))
+    out = out.append_column("hist", encoded)
+    out = out.append_column("event_us", pa.array(_most(hist, hists, _int64(buckets, "event_us"))))
+    return out.cast(PARTIAL_SCHEMA)
+
+
+def _sorted_histograms(buckets: pa.Table) -> pa.Table:
+    """``histograms`` of grouped bucket rows (no bucket twice in a key) by sorting."""
     key = _radix([_codes(buckets.column(k)) for k in HIST_KEYS]) if buckets.num_rows else None
     if key is None:
         return _arrow_histograms(buckets)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -30,6 +31,8 @@ SPEC = WindowSpec.from_names("10s,1m,1h")
 LAYOUT = HdrLayout(digits=2)
 
 maybe_us = st.none() | st.integers(0, 5_000_000)
+#: The max of no values yet (a latency can be negative: a clock stepped back).
+LEAST = -(2**63)
 
 
 @st.composite
@@ -91,7 +94,7 @@ def reference(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[int]]:
                 reason if kind >= 10 else None,
                 bucket,
             )
-            acc = out.setdefault(key, [0, 0, -1, 0, 0])
+            acc = out.setdefault(key, [0, 0, LEAST, 0, 0])
             acc[0] += row["n"]
             acc[1] += lost
             acc[2] = max(acc[2], value)
@@ -141,7 +144,7 @@ def by_histogram(buckets: dict[tuple[Any, ...], list[int]]) -> dict[tuple[Any, .
     """Bucket rows as whole histograms: {bucket: count}, lost, max, sum, latest event."""
     out: dict[tuple[Any, ...], Any] = {}
     for (*key, bucket), (n, lost, max_us, sum_us, event_us) in buckets.items():
-        h = out.setdefault(tuple(key), [{}, 0, -1, 0, 0])
+        h = out.setdefault(tuple(key), [{}, 0, LEAST, 0, 0])
         h[0][bucket] = h[0].get(bucket, 0) + n
         h[1] += lost
         h[2] = max(h[2], max_us)
@@ -170,7 +173,7 @@ def test_chunked_combining_merges_to_the_same_partials(
                 batches += list(combiner.add(marked))
         batches += list(combiner.finish())
     partials = pa.Table.from_batches(batches, schema=PARTIAL_SCHEMA)
-    merged: dict[tuple[Any, ...], Any] = defaultdict(lambda: [{}, 0, -1, 0, 0])
+    merged: dict[tuple[Any, ...], Any] = defaultdict(lambda: [{}, 0, LEAST, 0, 0])
     for r in partials.to_pylist():  # what Spark's state (HistogramMerge) does with them
         lost, max_us, sum_us, buckets, counts = decode(r["hist"])
         assert list(buckets) == sorted(set(buckets)), "buckets ascending, each once"
@@ -269,3 +272,153 @@ def test_echo_only_batches_equal_the_reference(rows: list[dict[str, Any]]) -> No
     assert as_dict(combine_mod.merge_partials([got, got])) == {
         k: [2 * v[0], 2 * v[1], v[2], 2 * v[3], v[4]] for k, v in reference(rows).items()
     }
+
+
+def sort_only(mp: pytest.MonkeyPatch) -> None:
+    """No slots for counting: every grouping takes the sort (the combiner before counting)."""
+    mp.setattr(combine_mod, "DENSE_SLOTS_PER_ELEMENT", 0)
+    mp.setattr(combine_mod, "DENSE_MIN_SLOTS", 0)
+
+
+def decoded(batches: list[pa.RecordBatch]) -> list[tuple[Any, ...]]:
+    """Partial rows as comparable tuples: key, lost, max, sum, buckets, counts, latest event."""
+    out = []
+    for r in pa.Table.from_batches(batches, schema=PARTIAL_SCHEMA).to_pylist():
+        lost, max_us, sum_us, buckets, counts = decode(r["hist"])
+        key = tuple(r[k] for k in combine_mod.HIST_KEYS)
+        out.append((key, lost, max_us, sum_us, buckets.tolist(), counts.tolist(), r["event_us"]))
+    return sorted(out, key=repr)
+
+
+def combined(rows: pa.Table, cuts: list[int], sort: bool) -> list[tuple[Any, ...]]:
+    """What a read task hands Spark for ``rows`` in chunks of ``cuts``, counting or sorting."""
+    with pytest.MonkeyPatch.context() as mp:
+        if sort:
+            sort_only(mp)
+        combiner = Combiner(SPEC, LAYOUT)
+        out: list[pa.RecordBatch] = []
+        start = 0
+        for size in [*cuts, rows.num_rows]:
+            chunk = rows.slice(start, size)
+            start += size
+            if chunk.num_rows:
+                for batch in chunk.to_batches():
+                    out += list(combiner.add(batch))
+        out += list(combiner.finish())
+    return decoded(out)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(source_row(), max_size=150), st.lists(st.integers(1, 60), max_size=5))
+def test_counting_and_sorting_hand_spark_the_same_histograms(
+    rows: list[dict[str, Any]], cuts: list[int]
+) -> None:
+    """The counting path's partials are the sort path's, byte for byte, however chunked:
+    echoes (lost, null spans) mixed with hiccups and counted rows, over several windows."""
+    table = pa.Table.from_pylist(rows, schema=SOURCE_SCHEMA)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(combine_mod, "COMBINE_ROWS", 40)
+        assert combined(table, cuts, sort=False) == combined(table, cuts, sort=True)
+    counting = combine(table, SPEC, LAYOUT)
+    with pytest.MonkeyPatch.context() as mp:
+        sort_only(mp)
+        sorting = combine(table, SPEC, LAYOUT)
+    assert as_dict(counting) == as_dict(sorting) == reference(rows)
+
+
+def echo_table(
+    n: int, partitions: int, windows: int, seed: int, wide: bool = False, clusters: int = 2
+) -> pa.Table:
+    """Echoes over ``windows`` finest windows and ``partitions`` series: lognormal latencies
+    around 5 ms with rare multi-second stalls (``wide``: log-uniform from 1 µs to 100 s, past
+    the layout's highest), a few negative, lost and unacknowledged."""
+    rng = np.random.default_rng(seed)
+    intended = T0 + rng.integers(0, windows * SPEC.finest_us, n)
+    if wide:
+        latency = np.exp(rng.uniform(0, np.log(10**8), n)).astype(np.int64)
+    else:
+        latency = rng.lognormal(8.5, 1.0, n).astype(np.int64) + 1
+        stall = rng.random(n) < 0.001
+        latency[stall] = rng.integers(1_000_000, 5_000_000, int(stall.sum()))
+    latency[rng.random(n) < 0.01] = -5  # a clock step back
+    lost = rng.random(n) < 0.02
+    unacked = rng.random(n) < 0.05
+    partition = rng.integers(0, partitions, n)
+    cols = {
+        "rtype": pa.array(["echo"] * n),
+        "reason": pa.nulls(n, pa.string()),
+        "cluster": pa.array(rng.choice(["a", "b"][:clusters], n)),
+        "topic": pa.array(["t"] * n),
+        "partition": pa.array(partition),
+        "leader": pa.array(partition % 3, mask=rng.random(n) < 0.1),
+        "system": pa.array(rng.choice(["kafka", "nats"], n)),
+        "intended_us": pa.array(intended),
+        "sent_us": pa.array(intended + rng.integers(0, 300, n)),
+        "acked_us": pa.array(intended + latency // 2, mask=unacked),
+        "received_us": pa.array(intended + latency, mask=lost),
+        "lost": pa.array(lost),
+        "timeout_us": pa.array(np.full(n, 30_000_000), mask=~lost),
+        "max_us": pa.nulls(n, pa.int64()),
+        "event_us": pa.array(intended),
+        "n": pa.array(np.ones(n, np.int64)),
+    }
+    return pa.Table.from_arrays([cols[f.name] for f in SOURCE_SCHEMA], schema=SOURCE_SCHEMA)
+
+
+def calls_to_sort(mp: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    runs = combine_mod._runs
+
+    def counted(key: Any) -> Any:
+        calls.append(len(key))
+        return runs(key)
+
+    mp.setattr(combine_mod, "_runs", counted)
+    return calls
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_realistic_batch_is_grouped_by_counting_with_the_sorts_result(seed: int) -> None:
+    """Tens of thousands of echoes, 12 series, two windows, in three chunks: no sort at all,
+    the same partials."""
+    table = echo_table(60_000, 12, 2, seed, clusters=1)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(combine_mod, "COMBINE_ROWS", 20_000)
+        sorts = calls_to_sort(mp)
+        counting = combined(table, [10_000] * 5, sort=False)
+        assert sorts == []
+        assert counting == combined(table, [10_000] * 5, sort=True)
+    assert sum(sum(h[5]) for h in counting if h[0][5] == KIND_CODES["e2e"]) == 60_000
+
+
+def test_weighted_echoes_are_counted_with_their_weights() -> None:
+    """An echo row's ``n`` weighs its count and sum (every source row is one echo today; the
+    combiner keeps the weight general): counting equals the sort and the reference."""
+    table = echo_table(5_000, 12, 2, 5, clusters=1)
+    weights = np.random.default_rng(5).integers(1, 4, table.num_rows)
+    table = table.set_column(table.schema.get_field_index("n"), "n", pa.array(weights))
+    with pytest.MonkeyPatch.context() as mp:
+        sorts = calls_to_sort(mp)
+        got = combine(table, SPEC, LAYOUT)
+        assert sorts == []
+    assert as_dict(got) == reference(table.to_pylist())
+    assert combined(table, [1_000], sort=False) == combined(table, [1_000], sort=True)
+
+
+def test_too_many_slots_to_count_falls_back_to_the_sort() -> None:
+    """A backlog over hundreds of windows and series, and a few echoes each spread over the
+    whole layout: counting would need more slots than a few per element, so they are sorted,
+    and the partials still equal the row-by-row reference."""
+    for table in (
+        echo_table(2_000, 40, 500, 3),  # windows × kinds × series past the bound
+        echo_table(200, 40, 1, 4, wide=True),  # buckets × series past the bound
+    ):
+        assert combine_mod._dense_limit(4 * table.num_rows) < 40 * LAYOUT.counts_len
+        with pytest.MonkeyPatch.context() as mp:
+            sorts = calls_to_sort(mp)
+            got = combine(table, SPEC, LAYOUT)
+        assert sorts, "the echo path sorted"
+        assert as_dict(got) == reference(table.to_pylist())
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(combine_mod, "COMBINE_ROWS", 50)
+            assert combined(table, [], sort=False) == combined(table, [], sort=True)
