@@ -179,5 +179,8 @@ def test_an_abandoned_batch_is_replayed_exactly_once(
         )
     finally:
         second.stop()
-    assert abandoned[0] in collected.ids  # not committed: the next start ran it again
+    # Not committed: the next start ran it again. Since the C1-only JVM (issue 24) the batch's
+    # commit can land before the stop interrupts it (2 of 2 CI-like runs); then the restart
+    # starts after it. Either way every echo counts exactly once (below).
+    assert abandoned[0] in collected.ids or min(collected.ids) == abandoned[0] + 1
     exactly_once(tmp_path, expected)
