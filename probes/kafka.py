@@ -97,7 +97,7 @@ class KafkaTransport:
 
         Not the probe's first consumer: while a joining broker took its first partition, that
         handle's metadata-bound calls (``get_watermark_offsets``, ``offsets_for_times``,
-        ``list_topics``) waited far past their timeouts, for over 60 s in 3 of 5 tries
+        ``list_topics``) waited far past their timeouts, for over 60 s in 3 of 9 tries
         (librdkafka 2.16), and the new partition was never read back. A client created now
         learns the cluster, the new broker included, from its own first metadata request.
         """
