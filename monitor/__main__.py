@@ -1,18 +1,18 @@
 """``python -m monitor`` runs the ``nines`` CLI."""
 
-import signal
 import sys
 
-
-def _stop(_signum: int, _frame: object) -> None:
-    raise SystemExit(0)
-
+from monitor import quiet_stop
 
 # Before the imports, which take seconds on a busy host: a SIGTERM or SIGINT then ends the
 # start-up with exit 0 and no traceback (each long-running command installs its own later).
-for _sig in (signal.SIGTERM, signal.SIGINT):
-    signal.signal(_sig, _stop)
+quiet_stop.install()
+try:
+    from monitor.cli import main
 
-from monitor.cli import main  # noqa: E402
-
-sys.exit(main())
+    code = main()
+except BaseException:
+    if not quiet_stop.requested():
+        raise
+    code = 0
+sys.exit(code)

@@ -15,7 +15,7 @@ from typing import NoReturn
 from core.config import ConfigError
 from core.redact import install as install_redaction
 from core.redact import redact_text
-from monitor import __version__
+from monitor import __version__, quiet_stop
 
 #: Modules that register subcommands, in the order they appear in ``nines --help``.
 COMMAND_MODULES = (
@@ -74,11 +74,6 @@ def print_error(command: str, text: str) -> None:
     print(redact_text(line), file=sys.stderr)
 
 
-def stop_quietly(_signum: int, _frame: object) -> None:
-    """SIGTERM or SIGINT before a command took the signals over: a clean stop, exit 0."""
-    raise SystemExit(0)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, dispatch, and turn bad input into one line and exit status 2.
 
@@ -98,10 +93,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         # until a long-running command installs its own (probe, stream, broker, demo), a signal
         # ends the start-up quietly: exit 0, no traceback, whatever it was doing
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            before[sig] = signal.signal(sig, stop_quietly)
+        before = quiet_stop.install()
     try:
         return _dispatch(args)
+    except BaseException:
+        if not quiet_stop.requested():
+            raise
+        return 0
     finally:
         for sig, handler in before.items():  # a caller in-process gets its own back
             if handler is not None:

@@ -266,8 +266,12 @@ class StreamJob:
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """Stop the query, letting an in-flight micro-batch finish within ``grace_s``.
 
-        A batch still running then is abandoned: its offsets are in the checkpoint's log but not
-        its commit, so a restart replays it (its archive file is rewritten, not added).
+        A batch still running then is abandoned when Spark's interrupt reaches it (in its Spark
+        jobs, or any interruptible call before its commit): its offsets are in the checkpoint's
+        log but not its commit, so a restart replays it (its archive file is rewritten, not
+        added). A batch inside the Python sink then (``on_batch``) finishes first, because the
+        JVM thread waits on a socket that an interrupt does not break, and it may commit: a
+        restart then starts after it. Exactly once either way.
         """
         if self.query is None:
             return

@@ -83,3 +83,32 @@ def test_documented_error_example_is_the_real_message(capsys: pytest.CaptureFixt
     assert m, "docs/configuration.md lost its example error message"
     assert main(["probe", "--bootstrap", "127.0.0.1:1", "--rate", "0"]) == 2
     assert capsys.readouterr().err == m.group(1) + "\n"
+
+
+def test_a_stop_signal_that_a_library_turns_into_its_own_error_still_ends_quietly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CI saw a SIGINT land while pydantic-core built a model's validator: it wrapped the
+    handler's SystemExit in a SchemaError, a traceback and exit 1. Any error the interruption
+    becomes ends the start-up with 0; the same error without a stop signal still surfaces."""
+    import signal
+
+    import probes.cli
+
+    def interrupted(_args: argparse.Namespace) -> int:
+        try:
+            signal.raise_signal(signal.SIGINT)  # delivered here, in the main thread
+        except SystemExit as exc:
+            raise RuntimeError("a library's own error") from exc
+        return 1
+
+    def failed(_args: argparse.Namespace) -> int:
+        raise RuntimeError("a library's own error")
+
+    before = signal.getsignal(signal.SIGINT)
+    monkeypatch.setattr(probes.cli, "run", interrupted)
+    assert main(["probe", "--bootstrap", "127.0.0.1:9"]) == 0
+    assert signal.getsignal(signal.SIGINT) is before  # an in-process caller gets its own back
+    monkeypatch.setattr(probes.cli, "run", failed)
+    with pytest.raises(RuntimeError):
+        main(["probe", "--bootstrap", "127.0.0.1:9"])

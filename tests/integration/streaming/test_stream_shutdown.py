@@ -169,6 +169,11 @@ def test_an_abandoned_batch_is_replayed_exactly_once(
     finally:
         release.set()
         first.stop(grace_s=0)
+    # Spark interrupts the batch's thread, which is inside our Python callback then: whether
+    # its commit still lands depends on whether the thread meets an interruptible call before
+    # the commit file is written (it did in 2 of 2 CI-like runs with the C1-only JVM of issue
+    # 24). The checkpoint's commit log says which happened; the restart must follow it.
+    committed = (tmp_path / "ckpt" / "commits" / str(abandoned[0])).exists()
     collected = Collector()
     second = StreamJob(config, spark, on_batch=collected).start()
     try:
@@ -179,8 +184,9 @@ def test_an_abandoned_batch_is_replayed_exactly_once(
         )
     finally:
         second.stop()
-    # Not committed: the next start ran it again. Since the C1-only JVM (issue 24) the batch's
-    # commit can land before the stop interrupts it (2 of 2 CI-like runs); then the restart
-    # starts after it. Either way every echo counts exactly once (below).
-    assert abandoned[0] in collected.ids or min(collected.ids) == abandoned[0] + 1
+    if committed:  # the restart starts after it
+        assert min(collected.ids) == abandoned[0] + 1, (abandoned, collected.ids)
+    else:  # abandoned: the restart runs it again, rewriting its archive file
+        assert min(collected.ids) == abandoned[0], (abandoned, collected.ids)
+    print(f"batch {abandoned[0]} at the stop: {'committed' if committed else 'abandoned'}")
     exactly_once(tmp_path, expected)
