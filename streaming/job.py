@@ -39,11 +39,17 @@ STATE_STORES = {
     "memory": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
 }
 
-#: Not set: ``spark.sql.streaming.checkpointFileManagerClass`` = the FileSystem-based manager.
-#: It skips Hadoop's ``readlink`` fork per rename (walCommit + commitOffsets 70-100 ms -> ~16 ms
-#: a batch, bench.stages), but its commit is not interruptible: a stop that abandons the batch in
-#: flight then commits it anyway (tests/integration/streaming/test_stream_shutdown.py failed in
-#: a CI-like run), where the default FileContext manager's interrupted rename abandons it.
+#: Spark's checkpoint writes (offset and commit logs, state files) through Hadoop's FileSystem
+#: API. Its default, the FileContext API, checks every rename's target with Hadoop's
+#: ``FileUtil.readLink``, which forks a ``readlink`` process on a local disk (no native Hadoop
+#: library): about 10 forks a second at a 0.5 s trigger, and walCommit + commitOffsets went
+#: from 70-100 ms to ~16 ms a batch without them (bench.stages). Our checkpoint is always a
+#: local (or mounted) directory, whose renames are atomic either way. Its rename is not
+#: interruptible, so a batch that reached its commit when the job stopped stays committed (a
+#: restart starts after it); exactly once either way (tests/.../test_stream_shutdown.py).
+CHECKPOINT_FILE_MANAGER = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+)
 
 #: Interpreted expressions, no generated code. Spark compiles (Janino) and loads two new classes
 #: every micro-batch, because the state operators' eviction predicates inline that batch's
@@ -144,6 +150,7 @@ def _build_session(builder: Any, config: StreamConfig, jar: str) -> Any:
         .config("spark.driver.extraJavaOptions", config.jvm_options)
         .config("spark.executor.extraJavaOptions", config.jvm_options)
         .config("spark.sql.streaming.stateStore.providerClass", STATE_STORES[config.state_store])
+        .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILE_MANAGER)
         # RocksDB: checkpoint only the changes of each batch, not a snapshot of the whole state
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .getOrCreate()
