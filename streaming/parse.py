@@ -448,8 +448,11 @@ def _template_rows(values: Sequence[bytes | None]) -> tuple[pa.RecordBatch, npt.
     else:
         q = quote[at_quote[rows][:, None] + np.arange(_QUOTES)]
     words = _words(buf)
-    at = q[:, _WORD_QUOTE] + _WORD_OFFSET
-    good = ((words[at] & _WORD_MASK) == _WORD_VALUE).all(axis=1)
+    at = np.take(q, _WORD_QUOTE, axis=1)
+    at += _WORD_OFFSET
+    found = words[at]
+    found &= _WORD_MASK
+    good = (found == _WORD_VALUE).all(axis=1)
     good &= (buf[first] == ord("{")) & (q[:, 0] == first + 1) & (buf[last - 1] == ord("}"))
     # then "} or ","system":"<name>"}
     tail = np.flatnonzero(with_system)
@@ -529,24 +532,33 @@ def _template_rows(values: Sequence[bytes | None]) -> tuple[pa.RecordBatch, npt.
     taken[rows[good]] = True
     if not good.any():
         return _EMPTY, taken
+    every = good.all()
     g = pa.array(good)
-    label = lambda i: _strings(arr.buffers()[2], q[:, i] + 1, q[:, i + 1]).filter(g)  # noqa: E731
-    num = lambda name: pa.array(col[name], mask=null[name]).filter(g)  # noqa: E731
+
+    def keep(a: pa.Array) -> pa.Array:
+        return a if every else a.filter(g)
+
+    def label(i: int) -> pa.Array:
+        return keep(_strings(arr.buffers()[2], q[:, i] + 1, q[:, i + 1])).cast(pa.string())
+
+    def num(name: str) -> pa.Array:
+        return keep(pa.array(col[name], mask=null[name] if null[name].any() else None))
+
     k = int(good.sum())
     out = pa.RecordBatch.from_arrays(
         [
             pa.repeat(pa.scalar("echo"), k),
             pa.nulls(k, pa.string()),
-            label(6).cast(pa.string()),
-            label(10).cast(pa.string()),
+            label(6),
+            label(10),
             num("partition"),
             num("leader"),
-            system.filter(g).cast(pa.string()),
+            keep(system).cast(pa.string()),
             num("intended_us"),
             num("sent_us"),
             num("acked_us"),
             num("received_us"),
-            pa.array(lost).filter(g),
+            keep(pa.array(lost)),
             num("timeout_us"),
             pa.nulls(k, pa.int64()),
         ],
