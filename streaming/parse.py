@@ -393,6 +393,11 @@ _SYSTEM_RUN = _runs(37, 0, b'","system":"')[0:2]
 _PAD = 40
 #: Longest integer read here (18 digits always fit int64); a longer one goes to the other path.
 _MAX_DIGITS = 18
+#: The longest record of that layout: its fixed runs, the longest labels and system, 10 numbers.
+_MAX_LAYOUT_BYTES = (
+    sum(len(run[2]) for run in _HEAD) + 12 + 2 + sum(MAX_LABEL_BYTES.values())
+    + max(map(len, SYSTEMS)) + len(_NUMBERS) * _MAX_DIGITS
+)  # fmt: skip
 
 
 def _words(buf: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint64]:
@@ -421,6 +426,12 @@ def _template_rows(values: Sequence[bytes | None]) -> tuple[pa.RecordBatch, npt.
     # padded: a word is read up to _PAD bytes past a quote
     arr = pa.array([*values, bytes(_PAD)], pa.large_binary())
     offsets = np.frombuffer(arr.buffers()[1], np.int64, n + 1)
+    long = np.flatnonzero(np.diff(offsets) > _MAX_LAYOUT_BYTES)
+    if len(long):  # never scanned here: the scratch arrays stay bounded whatever arrives
+        blank = set(long.tolist())
+        kept = [b"" if i in blank else v for i, v in enumerate(values)]
+        arr = pa.array([*kept, bytes(_PAD)], pa.large_binary())
+        offsets = np.frombuffer(arr.buffers()[1], np.int64, n + 1)
     size = int(offsets[-1])
     taken = np.zeros(n, np.bool_)
     if size == 0:
@@ -428,8 +439,8 @@ def _template_rows(values: Sequence[bytes | None]) -> tuple[pa.RecordBatch, npt.
     buf = np.frombuffer(arr.buffers()[2], np.uint8, size + _PAD)
     body = buf[:size]
     first, last = offsets[:-1], offsets[1:]
-    # a null (tombstone) is empty here, so it has no quotes and is left to the other path
-    ok = (last - first) <= MAX_ECHO_BYTES
+    # a null (tombstone) or a long record is empty here: no quotes, left to the other path
+    ok = np.ones(n, np.bool_)
     # a control, non-ASCII or escape byte in a record: the other path decides
     if body.min() < 0x20 or body.max() > 0x7E or (body == 0x5C).any():
         odd = np.flatnonzero((body < 0x20) | (body > 0x7E) | (body == 0x5C))
