@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.windows import window_end_us
+from streaming.combine import _codes
 
 #: Series = (cluster, topic, partition); a hiccup's partition (none) is written -1.
 Series = tuple[str, str, int]
@@ -177,43 +178,58 @@ class TaskAdmission:
         Decisions go series by series in the order of their first row, so within a Kafka
         range they follow the offsets, whatever the consumer's fetch sizes.
         """
-        subject = pc.is_in(rows.column("rtype"), pa.array(SUBJECT_RTYPES)).to_numpy(
-            zero_copy_only=False
-        )
-        if not subject.any():
+        rtype = rows.column("rtype")
+        if pc.all(pc.equal(rtype, "echo")).as_py():  # nearly every fetch: no string lookup
+            idx = np.arange(rows.num_rows)
+        else:
+            subject = pc.is_in(rtype, pa.array(SUBJECT_RTYPES))
+            idx = np.flatnonzero(np.asarray(subject.to_numpy(zero_copy_only=False), bool))
+        if not len(idx):
             return rows
-        idx = np.flatnonzero(subject)
-        t = pa.table(
-            {
-                "k": pa.array(kafka_partitions[idx]),
-                "cluster": rows.column("cluster").take(idx),
-                "topic": rows.column("topic").take(idx),
-                "partition": pc.fill_null(rows.column("partition").take(idx), NO_PARTITION),
-                "event_us": rows.column("event_us").take(idx),
-                "i": pa.array(idx),
-            }
-        )
-        groups = t.group_by(["k", "cluster", "topic", "partition"], use_threads=False).aggregate(
-            [("i", "min"), ("i", "list"), ("event_us", "max")]
-        )
-        groups = groups.sort_by("i_min")
-        refused: list[np.ndarray] = []
-        cols = {n: groups[n].to_pylist() for n in ("k", "cluster", "topic", "partition")}
-        last = groups["event_us_max"].to_pylist()
-        for g in range(groups.num_rows):
-            r = self.ranges[cols["k"][g]]
-            s: Series = (cols["cluster"][g], cols["topic"][g], cols["partition"][g])
+        whole = len(idx) == rows.num_rows
+
+        def column(name: str) -> pa.Array:
+            return rows.column(name) if whole else rows.column(name).take(idx)
+
+        cluster, topic = column("cluster"), column("topic")
+        partition = pc.fill_null(column("partition"), NO_PARTITION)
+        # one code per (Kafka range, series), numbered without hashing every row where a label
+        # is the same in every row (a fetch of one probe)
+        parts = [
+            _int_codes(np.asarray(kafka_partitions, np.int64)[idx]),
+            _codes(cluster),
+            _codes(topic),
+            _int_codes(np.asarray(partition.to_numpy(zero_copy_only=False), np.int64)),
+        ]
+        group, count = _combined(parts)
+        first = np.full(count, len(idx), np.int64)
+        np.minimum.at(first, group, np.arange(len(idx)))
+        event = np.asarray(column("event_us").to_numpy(zero_copy_only=False), np.int64)
+        last = np.full(count, np.iinfo(np.int64).min, np.int64)
+        np.maximum.at(last, group, event)
+        order = np.argsort(first, kind="stable")  # series in the order of their first row
+        order = order[: np.count_nonzero(first < len(idx))]  # codes no row has go last
+        at = first[order]
+        ks = np.asarray(kafka_partitions)[idx[at]].tolist()
+        cs = cluster.take(pa.array(at)).to_pylist()
+        ts = topic.take(pa.array(at)).to_pylist()
+        ps = partition.take(pa.array(at)).to_pylist()
+        refused = np.zeros(count, bool)
+        for j, g in enumerate(order.tolist()):
+            r = self.ranges[ks[j]]
+            s: Series = (cs[j], ts[j], ps[j])
+            lg = int(last[g])
             if s not in self.known and s not in r.new:
                 if r.quota <= 0:
-                    refused.append(groups["i_list"][g].values.to_numpy(zero_copy_only=False))
+                    refused[g] = True
                     continue
                 r.quota -= 1
                 r.new.add(s)
-            r.seen[s] = max(r.seen.get(s, last[g]), last[g])
-        if not refused:
+            r.seen[s] = max(r.seen.get(s, lg), lg)
+        if not refused.any():
             return rows
         mask = np.zeros(rows.num_rows, dtype=bool)
-        mask[np.concatenate(refused)] = True
+        mask[idx[refused[group]]] = True
         return refuse(rows, pa.array(mask), watermark_us)
 
     def save(self) -> None:
@@ -222,6 +238,29 @@ class TaskAdmission:
             path = self.plan.seen_path(p)
             path.parent.mkdir(parents=True, exist_ok=True)
             _write_json(path, _dump_series(r.seen))
+
+
+def _int_codes(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """Codes of ints: the offset from the least where the range is small, else sorted ranks."""
+    if len(values) == 0:
+        return np.zeros(0, np.int64), 1
+    low, high = int(values.min()), int(values.max())
+    if high - low <= 4 * len(values):
+        return values - low, high - low + 1
+    unique, inverse = np.unique(values, return_inverse=True)
+    return np.asarray(inverse, np.int64).reshape(-1), len(unique)
+
+
+def _combined(parts: list[tuple[np.ndarray, int]]) -> tuple[np.ndarray, int]:
+    """One code per distinct combination of ``parts`` (mixed radix, renumbered 0..distinct-1
+    whenever the radix outgrows the rows, so it never overflows)."""
+    key, cards = parts[0]
+    for codes, card in parts[1:]:
+        key, cards = key * card + codes, cards * card
+        if cards > 4 * len(key) + 1:
+            unique, inverse = np.unique(key, return_inverse=True)
+            key, cards = np.asarray(inverse, np.int64).reshape(-1), len(unique)
+    return key, cards
 
 
 def refuse(rows: pa.RecordBatch, mask: pa.Array, watermark_us: int) -> pa.RecordBatch:
