@@ -19,7 +19,7 @@ consume loop (``--fetch-messages`` a call), then what ``KafkaEchoReader.marked_r
 ``read`` do with each fetch: parse, Kafka stamps, ``mark_future``, ``mark_late``, the series cap,
 the combiner, and the partials written as the Arrow stream Spark's Python worker sends the JVM.
 
-    python -m bench.combiner --task [--echoes 500000] [--fetch-messages 200] [--repeat 5]
+    python -m bench.combiner --task [--echoes 500000] [--fetch-messages 500] [--parse-bytes N]
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ from collections import defaultdict
 from typing import Any
 
 import pyarrow as pa
+
+from streaming.consume import PARSE_BYTES
 
 #: One read task's echoes of a 1,000,000-echo micro-batch on local[2].
 ECHOES = 500_000
@@ -137,9 +139,9 @@ def stage_split(batches: list[pa.RecordBatch]) -> dict[str, float]:
     return dict(sorted(split.items(), key=lambda kv: -kv[1]))
 
 
-#: v2 messages per ``consume`` call in ``--task`` (the consume loop takes what librdkafka has
-#: queued, up to ``FETCH_BATCH``; its 64 MiB queue holds ~900 messages of 73 KB).
-FETCH_MESSAGES = 200
+#: v2 messages per ``consume`` call in ``--task``: a read task of bench.e2e's 1,000,000-echo
+#: batches got its 500 messages in one call (Apache Kafka 4.1.1, one broker, measured).
+FETCH_MESSAGES = 500
 #: Kafka partitions of the echo topic a task reads (bench.e2e: 64 over local[2]'s 2 tasks).
 TASK_PARTITIONS = 32
 TASK_STAGES = ("parse", "stamps", "mark_future", "mark_late", "admit", "combine", "to_spark")
@@ -158,7 +160,7 @@ def task_values(echoes: int, series: int) -> list[bytes]:
 
 
 def run_task(
-    values: list[bytes], fetch_messages: int, book: str, batch_id: int
+    values: list[bytes], fetch_messages: int, book: str, batch_id: int, parse_bytes: int
 ) -> tuple[dict[str, float], int]:
     """Seconds per stage of one read task over ``values`` (``KafkaEchoReader.marked_rows`` then
     ``read``, step by step, timed in CPU seconds), and the partial rows it yields."""
@@ -170,6 +172,7 @@ def run_task(
     from core.windows import WindowSpec
     from streaming import admission
     from streaming.combine import Combiner
+    from streaming.consume import Fetched
     from streaming.marks import mark_late
     from streaming.parse import mark_future, parse_messages
 
@@ -199,24 +202,24 @@ def run_task(
         chunk = values[k : k + fetch_messages]
         kafka_us = [(kafka_ms + k + i) * 1000 for i in range(len(chunk))]
         partitions = [(k + i) % (2 * TASK_PARTITIONS) // 2 for i in range(len(chunk))]
-        t0 = clock()
-        parsed, index = parse_messages(chunk)
-        t1 = clock()
-        stamps = pa.array(kafka_us, pa.int64()).take(pa.array(index))
-        t2 = clock()
-        rows = mark_future(parsed, stamps, 300_000_000)
-        t3 = clock()
-        rows = mark_late(rows, spec, wm)
-        t4 = clock()
-        rows = cap.admit(rows, np.asarray(partitions)[index], wm)
-        t5 = clock()
-        out = list(combiner.add(rows))
-        t6 = clock()
-        for name, dt in zip(
-            TASK_STAGES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5), strict=False
-        ):
-            spent[name] += dt
-        to_spark(out)
+        for got in Fetched(chunk, kafka_us, partitions).pieces(parse_bytes):  # as the source
+            t0 = clock()
+            parsed, index = parse_messages(got.values)
+            t1 = clock()
+            stamps = pa.array(got.kafka_us, pa.int64()).take(pa.array(index))
+            t2 = clock()
+            rows = mark_future(parsed, stamps, 300_000_000)
+            t3 = clock()
+            rows = mark_late(rows, spec, wm)
+            t4 = clock()
+            rows = cap.admit(rows, np.asarray(got.partitions)[index], wm)
+            t5 = clock()
+            out = list(combiner.add(rows))
+            t6 = clock()
+            steps = (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5)
+            for name, dt in zip(TASK_STAGES, steps, strict=False):
+                spent[name] += dt
+            to_spark(out)
     t = clock()
     out = list(combiner.finish())
     spent["combine"] += clock() - t
@@ -225,18 +228,20 @@ def run_task(
     return spent, partials
 
 
-def task_stages(echoes: int, series: int, fetch_messages: int, repeat: int) -> dict[str, Any]:
+def task_stages(
+    echoes: int, series: int, fetch_messages: int, repeat: int, parse_bytes: int = PARSE_BYTES
+) -> dict[str, Any]:
     """Median µs per echo of each stage of a read task over ``repeat`` runs (after one warm-up),
     and the top functions by own time of one more run under ``cProfile``."""
     import tempfile
 
     values = task_values(echoes, series)
     with tempfile.TemporaryDirectory(prefix="nines-task-") as book:
-        run_task(values, fetch_messages, book, 0)
-        runs = [run_task(values, fetch_messages, book, i + 1) for i in range(repeat)]
+        run_task(values, fetch_messages, book, 0, parse_bytes)
+        runs = [run_task(values, fetch_messages, book, i + 1, parse_bytes) for i in range(repeat)]
         profile = cProfile.Profile()
         profile.enable()
-        run_task(values, fetch_messages, book, repeat + 1)
+        run_task(values, fetch_messages, book, repeat + 1, parse_bytes)
         profile.disable()
     per_echo = {
         s: round(statistics.median(r[0][s] for r in runs) / echoes * 1e6, 4) for s in TASK_STAGES
@@ -251,6 +256,7 @@ def task_stages(echoes: int, series: int, fetch_messages: int, repeat: int) -> d
         "series": series,
         "messages": len(values),
         "fetch_messages": fetch_messages,
+        "parse_bytes": parse_bytes,
         "partials": runs[0][1],
         "us_per_echo": per_echo,
         "us_per_echo_total": round(sum(per_echo.values()), 4),
@@ -276,15 +282,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--fetch-messages", type=int, default=FETCH_MESSAGES, help="v2 messages a fetch (--task)"
     )
+    ap.add_argument(
+        "--parse-bytes",
+        type=int,
+        default=PARSE_BYTES,
+        help="values parsed at a time (--task; streaming.consume.PARSE_BYTES)",
+    )
     args = ap.parse_args(argv)
     if args.task:
-        task = task_stages(args.echoes, args.series, args.fetch_messages, args.repeat)
+        task = task_stages(
+            args.echoes, args.series, args.fetch_messages, args.repeat, args.parse_bytes
+        )
         if args.json:
             print(json.dumps(task))
             return 0
         print(
             f"{task['echoes']:,} v2 echoes in {task['messages']:,} messages, "
-            f"{args.fetch_messages} a fetch, {task['partials']:,} partials; median of "
+            f"{args.fetch_messages} a fetch parsed {args.parse_bytes:,} B at a time, "
+            f"{task['partials']:,} partials; median of "
             f"{args.repeat}, µs per echo (load {task['load_avg_1m']}):"
         )
         for stage, us in task["us_per_echo"].items():
