@@ -446,7 +446,7 @@ def _v2_echo_rows(
             _int_col(c["sent_us"], ok),
             _int_col(c["acked_us"], ok & (flags & HAS_ACKED > 0)),
             _int_col(c["received_us"], ok & (flags & HAS_RECEIVED > 0)),
-            pa.array(flags & LOST > 0, pa.bool_(), mask=~ok),
+            pa.array(flags & LOST > 0, pa.bool_(), mask=None if good else ~ok),
             _int_col(c["timeout_us"], ok & (flags & HAS_TIMEOUT > 0)),
             pa.nulls(n, pa.int64()),
         ],
@@ -541,8 +541,12 @@ def mark_future(parsed: pa.RecordBatch, kafka_us: pa.Array, max_skew_us: int) ->
     One probe with a wrong clock an hour ahead would otherwise move the watermark an hour
     forward and make every later echo late. A null Kafka timestamp (none recorded) is trusted.
     """
-    ahead = pc.greater(parsed.column("intended_us"), pc.add(kafka_us, max_skew_us))
-    future = pc.and_(pc.fill_null(ahead, False), pc.not_equal(parsed.column("rtype"), "bad"))
+    ahead = pc.fill_null(
+        pc.greater(parsed.column("intended_us"), pc.add(kafka_us, max_skew_us)), False
+    )
+    if not pc.any(ahead).as_py():  # the usual fetch: no string compare per row
+        return parsed
+    future = pc.and_(ahead, pc.not_equal(parsed.column("rtype"), "bad"))
     if not pc.any(future).as_py():
         return parsed
     cols = [
