@@ -199,8 +199,8 @@ def run_task(
         spent["to_spark"] += clock() - t
 
     for k in range(0, len(values), fetch_messages):
-        chunk = values[k : k + fetch_messages]
-        kafka_us = [(kafka_ms + k + i) * 1000 for i in range(len(chunk))]
+        chunk: list[bytes | None] = list(values[k : k + fetch_messages])
+        kafka_us: list[int | None] = [(kafka_ms + k + i) * 1000 for i in range(len(chunk))]
         partitions = [(k + i) % (2 * TASK_PARTITIONS) // 2 for i in range(len(chunk))]
         for got in Fetched(chunk, kafka_us, partitions).pieces(parse_bytes):  # as the source
             t0 = clock()

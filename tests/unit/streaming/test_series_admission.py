@@ -128,7 +128,8 @@ def reference_admit(
 ) -> tuple[list[bool], dict[int, dict[object, int]]]:
     """The cap row by row, as the module states it: a series' fate is decided at its first row
     in its Kafka range; returns which rows are refused and what each range saw."""
-    left, new = dict(quota), {k: set() for k in quota}
+    left = dict(quota)
+    new: dict[int, set[object]] = {k: set() for k in quota}
     seen: dict[int, dict[object, int]] = {k: {} for k in quota}
     decided: dict[tuple[int, object], bool] = {}
     refused = []
