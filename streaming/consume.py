@@ -18,10 +18,12 @@ from streaming.gaps import Gap, KafkaRange, RangeBook
 
 #: Records per ``consume`` call at most.
 FETCH_BATCH = 10_000
-#: Bytes of Kafka values parsed, marked and combined at a time: a read task's whole range of v2
-#: batches (500 of 97 KB in bench.e2e's 1,000,000-echo batches) comes in one ``consume`` call;
-#: ~43 at a time cost it 0.01-0.04 µs less per echo than all at once (arrays that stay in cache;
-#: ``python -m bench.combiner --task``). v1 fetches (10,000 records of ~300 B) stay whole.
+#: Bytes of Kafka values parsed, marked and combined at a time. A read task's whole range of v2
+#: batches (bench.e2e: 500 of ~73 KB) comes in one ``consume`` call; ~57 at a time cost it
+#: 0.01-0.04 µs less per echo than all 500 at once (arrays that stay in cache; ``python -m
+#: bench.combiner --task``). Asking ``consume`` for ~57 at a time instead, to parse while
+#: librdkafka fetches the rest, gained nothing on Apache Kafka 4.1.1 (the records are queued
+#: long before they are parsed). v1 fetches (10,000 records of ~300 B) stay whole.
 PARSE_BYTES = 4 * 1024 * 1024
 #: Seconds without records before checking whether retention removed the ones we wait for.
 IDLE_RECHECK_S = 2.0
