@@ -162,6 +162,11 @@ class RangeAdmission:
     seen: dict[Series, int] = field(default_factory=dict)
 
 
+#: A (Kafka range, series)'s fate in a task: not met yet, admitted, refused.
+UNDECIDED, ADMITTED, REFUSED = 0, 1, 2
+_NEVER = np.iinfo(np.int64).min
+
+
 class TaskAdmission:
     """The admission of one read task's ranges; ``admit`` each parsed batch, then ``save``."""
 
@@ -169,6 +174,11 @@ class TaskAdmission:
         self.plan = plan_
         self.known = known_series(plan_)
         self.ranges = {p: RangeAdmission(plan_.quotas.get(p, 0)) for p in partitions}
+        #: Each (Kafka range, series) met so far gets a number, and by it its fate and latest
+        #: event time: a fetch's groups are decided in Python only the first time they come.
+        self._number: dict[tuple[int, Series], int] = {}
+        self._fate = np.zeros(0, np.int8)
+        self._last = np.zeros(0, np.int64)
 
     def admit(
         self, rows: pa.RecordBatch, kafka_partitions: np.ndarray, watermark_us: int
@@ -214,26 +224,43 @@ class TaskAdmission:
         cs = cluster.take(pa.array(at)).to_pylist()
         ts = topic.take(pa.array(at)).to_pylist()
         ps = partition.take(pa.array(at)).to_pylist()
-        refused = np.zeros(count, bool)
-        for j, g in enumerate(order.tolist()):
-            r = self.ranges[ks[j]]
-            s: Series = (cs[j], ts[j], ps[j])
-            lg = int(last[g])
-            if s not in self.known and s not in r.new:
-                if r.quota <= 0:
-                    refused[g] = True
-                    continue
-                r.quota -= 1
-                r.new.add(s)
-            r.seen[s] = max(r.seen.get(s, lg), lg)
-        if not refused.any():
+        keys = list(zip(ks, zip(cs, ts, ps, strict=True), strict=True))
+        number = self._number
+        ids = np.array([number.setdefault(key, len(number)) for key in keys], np.int64)
+        self._grow(len(number))
+        for j in np.flatnonzero(self._fate[ids] == UNDECIDED).tolist():  # first met in this task
+            k, series = keys[j]
+            r = self.ranges[k]
+            fate = ADMITTED
+            if series not in self.known and series not in r.new:
+                if r.quota > 0:
+                    r.quota -= 1
+                    r.new.add(series)
+                else:
+                    fate = REFUSED
+            self._fate[ids[j]] = fate
+        fates = self._fate[ids]
+        ok = ids[fates == ADMITTED]
+        self._last[ok] = np.maximum(self._last[ok], last[order][fates == ADMITTED])
+        if not (fates == REFUSED).any():
             return rows
+        refused = np.zeros(count, bool)
+        refused[order[fates == REFUSED]] = True
         mask = np.zeros(rows.num_rows, dtype=bool)
         mask[idx[refused[group]]] = True
         return refuse(rows, pa.array(mask), watermark_us)
 
+    def _grow(self, n: int) -> None:
+        if n > len(self._fate):
+            more = max(n, 2 * len(self._fate)) - len(self._fate)
+            self._fate = np.concatenate([self._fate, np.full(more, UNDECIDED, np.int8)])
+            self._last = np.concatenate([self._last, np.full(more, _NEVER, np.int64)])
+
     def save(self) -> None:
         """What each range admitted, for the next batch's plan (rewritten alike on a replay)."""
+        for (k, series), i in self._number.items():
+            if self._fate[i] == ADMITTED:
+                self.ranges[k].seen[series] = int(self._last[i])
         for p, r in self.ranges.items():
             path = self.plan.seen_path(p)
             path.parent.mkdir(parents=True, exist_ok=True)

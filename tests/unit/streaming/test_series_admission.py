@@ -170,9 +170,14 @@ def reference_admit(
     ),
     st.integers(0, 4),
     st.booleans(),
+    st.integers(0, 40),
 )
 def test_the_cap_is_the_row_by_row_reference_on_any_mix(
-    tmp_path_factory: Any, cases: list[tuple[str, str, str, int, int, int]], free: int, one: bool
+    tmp_path_factory: Any,
+    cases: list[tuple[str, str, str, int, int, int]],
+    free: int,
+    one: bool,
+    split: int,
 ) -> None:
     tmp = tmp_path_factory.mktemp("cap")
     kinds = {"hiccup": lambda c, t, p, s: Hiccup("p", c, T0 + s, T0 + s, 1, 1, 1)}
@@ -194,7 +199,14 @@ def test_the_cap_is_the_row_by_row_reference_on_any_mix(
     p = plan(str(tmp), 0, 0, HOUR, max_series=free, partitions=[0, 1, 2])
     marked = rows(values, wm=T0 - HOUR)
     task = TaskAdmission(p, [0, 1, 2])
-    out = task.admit(marked, np.array(kafka), watermark_us=T0 - HOUR).to_pylist()
+    # the rows in two fetches (pieces): the same decisions as in one
+    at = min(split, marked.num_rows)
+    ks = np.array(kafka)
+    out = [
+        r
+        for a, b in ((0, at), (at, marked.num_rows))
+        for r in task.admit(marked.slice(a, b - a), ks[a:b], watermark_us=T0 - HOUR).to_pylist()
+    ]
     refused, seen = reference_admit(marked.to_pylist(), kafka, set(), p.quotas)
     assert [r["reason"] == SERIES_CAP for r in out] == refused
     for r, before, no in zip(out, marked.to_pylist(), refused, strict=True):
