@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.windows import window_end_us
+from streaming.combine import _codes
 
 #: Series = (cluster, topic, partition); a hiccup's partition (none) is written -1.
 Series = tuple[str, str, int]
@@ -161,6 +162,11 @@ class RangeAdmission:
     seen: dict[Series, int] = field(default_factory=dict)
 
 
+#: A (Kafka range, series)'s fate in a task: not met yet, admitted, refused.
+UNDECIDED, ADMITTED, REFUSED = 0, 1, 2
+_NEVER = np.iinfo(np.int64).min
+
+
 class TaskAdmission:
     """The admission of one read task's ranges; ``admit`` each parsed batch, then ``save``."""
 
@@ -168,6 +174,11 @@ class TaskAdmission:
         self.plan = plan_
         self.known = known_series(plan_)
         self.ranges = {p: RangeAdmission(plan_.quotas.get(p, 0)) for p in partitions}
+        #: Each (Kafka range, series) met so far gets a number, and by it its fate and latest
+        #: event time: a fetch's groups are decided in Python only the first time they come.
+        self._number: dict[tuple[int, Series], int] = {}
+        self._fate = np.zeros(0, np.int8)
+        self._last = np.zeros(0, np.int64)
 
     def admit(
         self, rows: pa.RecordBatch, kafka_partitions: np.ndarray, watermark_us: int
@@ -177,51 +188,106 @@ class TaskAdmission:
         Decisions go series by series in the order of their first row, so within a Kafka
         range they follow the offsets, whatever the consumer's fetch sizes.
         """
-        subject = pc.is_in(rows.column("rtype"), pa.array(SUBJECT_RTYPES)).to_numpy(
-            zero_copy_only=False
-        )
-        if not subject.any():
+        rtype = rows.column("rtype")
+        if pc.all(pc.equal(rtype, "echo")).as_py():  # nearly every fetch: no string lookup
+            idx = np.arange(rows.num_rows)
+        else:
+            subject = pc.is_in(rtype, pa.array(SUBJECT_RTYPES))
+            idx = np.flatnonzero(np.asarray(subject.to_numpy(zero_copy_only=False), bool))
+        if not len(idx):
             return rows
-        idx = np.flatnonzero(subject)
-        t = pa.table(
-            {
-                "k": pa.array(kafka_partitions[idx]),
-                "cluster": rows.column("cluster").take(idx),
-                "topic": rows.column("topic").take(idx),
-                "partition": pc.fill_null(rows.column("partition").take(idx), NO_PARTITION),
-                "event_us": rows.column("event_us").take(idx),
-                "i": pa.array(idx),
-            }
-        )
-        groups = t.group_by(["k", "cluster", "topic", "partition"], use_threads=False).aggregate(
-            [("i", "min"), ("i", "list"), ("event_us", "max")]
-        )
-        groups = groups.sort_by("i_min")
-        refused: list[np.ndarray] = []
-        cols = {n: groups[n].to_pylist() for n in ("k", "cluster", "topic", "partition")}
-        last = groups["event_us_max"].to_pylist()
-        for g in range(groups.num_rows):
-            r = self.ranges[cols["k"][g]]
-            s: Series = (cols["cluster"][g], cols["topic"][g], cols["partition"][g])
-            if s not in self.known and s not in r.new:
-                if r.quota <= 0:
-                    refused.append(groups["i_list"][g].values.to_numpy(zero_copy_only=False))
-                    continue
-                r.quota -= 1
-                r.new.add(s)
-            r.seen[s] = max(r.seen.get(s, last[g]), last[g])
-        if not refused:
+        whole = len(idx) == rows.num_rows
+
+        def column(name: str) -> pa.Array:
+            return rows.column(name) if whole else rows.column(name).take(idx)
+
+        cluster, topic = column("cluster"), column("topic")
+        partition = pc.fill_null(column("partition"), NO_PARTITION)
+        # one code per (Kafka range, series), numbered without hashing every row where a label
+        # is the same in every row (a fetch of one probe)
+        parts = [
+            _int_codes(np.asarray(kafka_partitions, np.int64)[idx]),
+            _codes(cluster),
+            _codes(topic),
+            _int_codes(np.asarray(partition.to_numpy(zero_copy_only=False), np.int64)),
+        ]
+        group, count = _combined(parts)
+        first = np.full(count, len(idx), np.int64)
+        np.minimum.at(first, group, np.arange(len(idx)))
+        event = np.asarray(column("event_us").to_numpy(zero_copy_only=False), np.int64)
+        last = np.full(count, np.iinfo(np.int64).min, np.int64)
+        np.maximum.at(last, group, event)
+        order = np.argsort(first, kind="stable")  # series in the order of their first row
+        order = order[: np.count_nonzero(first < len(idx))]  # codes no row has go last
+        at = first[order]
+        ks = np.asarray(kafka_partitions)[idx[at]].tolist()
+        cs = cluster.take(pa.array(at)).to_pylist()
+        ts = topic.take(pa.array(at)).to_pylist()
+        ps = partition.take(pa.array(at)).to_pylist()
+        keys = list(zip(ks, zip(cs, ts, ps, strict=True), strict=True))
+        number = self._number
+        ids = np.array([number.setdefault(key, len(number)) for key in keys], np.int64)
+        self._grow(len(number))
+        for j in np.flatnonzero(self._fate[ids] == UNDECIDED).tolist():  # first met in this task
+            k, series = keys[j]
+            r = self.ranges[k]
+            fate = ADMITTED
+            if series not in self.known and series not in r.new:
+                if r.quota > 0:
+                    r.quota -= 1
+                    r.new.add(series)
+                else:
+                    fate = REFUSED
+            self._fate[ids[j]] = fate
+        fates = self._fate[ids]
+        ok = ids[fates == ADMITTED]
+        self._last[ok] = np.maximum(self._last[ok], last[order][fates == ADMITTED])
+        if not (fates == REFUSED).any():
             return rows
+        refused = np.zeros(count, bool)
+        refused[order[fates == REFUSED]] = True
         mask = np.zeros(rows.num_rows, dtype=bool)
-        mask[np.concatenate(refused)] = True
+        mask[idx[refused[group]]] = True
         return refuse(rows, pa.array(mask), watermark_us)
+
+    def _grow(self, n: int) -> None:
+        if n > len(self._fate):
+            more = max(n, 2 * len(self._fate)) - len(self._fate)
+            self._fate = np.concatenate([self._fate, np.full(more, UNDECIDED, np.int8)])
+            self._last = np.concatenate([self._last, np.full(more, _NEVER, np.int64)])
 
     def save(self) -> None:
         """What each range admitted, for the next batch's plan (rewritten alike on a replay)."""
+        for (k, series), i in self._number.items():
+            if self._fate[i] == ADMITTED:
+                self.ranges[k].seen[series] = int(self._last[i])
         for p, r in self.ranges.items():
             path = self.plan.seen_path(p)
             path.parent.mkdir(parents=True, exist_ok=True)
             _write_json(path, _dump_series(r.seen))
+
+
+def _int_codes(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """Codes of ints: the offset from the least where the range is small, else sorted ranks."""
+    if len(values) == 0:
+        return np.zeros(0, np.int64), 1
+    low, high = int(values.min()), int(values.max())
+    if high - low <= 4 * len(values):
+        return values - low, high - low + 1
+    unique, inverse = np.unique(values, return_inverse=True)
+    return np.asarray(inverse, np.int64).reshape(-1), len(unique)
+
+
+def _combined(parts: list[tuple[np.ndarray, int]]) -> tuple[np.ndarray, int]:
+    """One code per distinct combination of ``parts`` (mixed radix, renumbered 0..distinct-1
+    whenever the radix outgrows the rows, so it never overflows)."""
+    key, cards = parts[0]
+    for codes, card in parts[1:]:
+        key, cards = key * card + codes, cards * card
+        if cards > 4 * len(key) + 1:
+            unique, inverse = np.unique(key, return_inverse=True)
+            key, cards = np.asarray(inverse, np.int64).reshape(-1), len(unique)
+    return key, cards
 
 
 def refuse(rows: pa.RecordBatch, mask: pa.Array, watermark_us: int) -> pa.RecordBatch:

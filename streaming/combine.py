@@ -364,7 +364,12 @@ def _compact(code: np.ndarray, cards: int) -> tuple[np.ndarray, int]:
 
 
 def _codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
-    """A dense code per row (nulls get their own) and how many distinct values there are."""
+    """A dense code per row (nulls get their own) and how many distinct values there are.
+
+    A column with one value in every row (a probe's cluster, topic, system) is found by one
+    compare, not a hash per row."""
+    if len(column) and column.null_count == 0 and pc.all(pc.equal(column, column[0])).as_py():
+        return np.zeros(len(column), np.int64), 1
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     enc = pc.dictionary_encode(column, null_encoding="encode")

@@ -18,15 +18,26 @@ SOURCE_SCHEMA = pa.schema([*PARSED_SCHEMA, ("event_us", pa.int64()), ("n", pa.in
 
 
 def mark_late(parsed: pa.RecordBatch, windows: WindowSpec, watermark_us: int) -> pa.RecordBatch:
-    """Event time and weight per row; echoes whose finest window closed become ``late``."""
+    """Event time and weight per row; echoes whose finest window closed become ``late``.
+
+    Columns with nothing to change (no late nor bad row: nearly every fetch) are handed on as
+    they are: each string ``if_else`` is a pass over every row.
+    """
     wm = watermark_us
     intended = parsed.column("intended_us")
-    window_end = windows.window_end_us(pc.fill_null(intended, 0).to_numpy(zero_copy_only=False))
-    valid = pc.is_valid(intended).to_numpy(zero_copy_only=False)
-    is_late = pa.array(np.asarray(window_end <= wm) & valid)
-    is_bad = pc.equal(parsed.column("rtype"), "bad")
-    is_late = pc.and_(is_late, pc.invert(is_bad))
-    rtype = pc.if_else(is_late, "late", parsed.column("rtype"))
-    event = pc.if_else(pc.or_(is_late, is_bad), pa.scalar(wm, pa.int64()), intended)
-    cols = [rtype, *parsed.columns[1:], event, pa.array([1] * parsed.num_rows, pa.int64())]
+    ints = np.asarray(pc.fill_null(intended, 0).to_numpy(zero_copy_only=False), np.int64)
+    window_end = windows.window_end_us(ints)
+    is_late = np.asarray(window_end <= wm)
+    if intended.null_count:
+        is_late &= np.asarray(pc.is_valid(intended).to_numpy(zero_copy_only=False))
+    rtype = parsed.column("rtype")
+    is_bad = pc.equal(rtype, "bad")
+    n = np.ones(parsed.num_rows, np.int64)
+    if not is_late.any() and not pc.any(is_bad).as_py():
+        cols = [*parsed.columns, intended, pa.array(n)]
+        return pa.RecordBatch.from_arrays(cols, schema=SOURCE_SCHEMA)
+    late = pc.and_(pa.array(is_late), pc.invert(is_bad))
+    rtype = pc.if_else(late, "late", rtype)
+    event = pc.if_else(pc.or_(late, is_bad), pa.scalar(wm, pa.int64()), intended)
+    cols = [rtype, *parsed.columns[1:], event, pa.array(n)]
     return pa.RecordBatch.from_arrays(cols, schema=SOURCE_SCHEMA)

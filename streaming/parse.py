@@ -626,11 +626,12 @@ def _parse_v2(values: Sequence[bytes]) -> tuple[pa.RecordBatch, npt.NDArray[np.i
         _v2_hiccup_rows(_stack(hic_parts, nh), hic_src, clusters),
         _bad_rows(bad_reason),
     ]
+    if not len(hic_src) and not bad_src:  # echoes only, already in order: no copy
+        return blocks[0], echo_src
     src = np.concatenate([echo_src, hic_src, np.array(bad_src, np.int64)])
     table = pa.Table.from_batches(blocks, schema=PARSED_SCHEMA)
-    if len(hic_src) or bad_src:  # otherwise the echoes are already in order
-        order = np.lexsort((np.repeat([0, 1, 0], [len(echo_src), len(hic_src), len(bad_src)]), src))
-        table, src = table.take(order), src[order]
+    order = np.lexsort((np.repeat([0, 1, 0], [len(echo_src), len(hic_src), len(bad_src)]), src))
+    table, src = table.take(order), src[order]
     return table.combine_chunks().to_batches()[0], src
 
 
@@ -649,7 +650,20 @@ def _bad_rows(reasons: list[str]) -> pa.RecordBatch:
 
 
 def _int_col(values: npt.NDArray[np.int64], valid: npt.NDArray[np.bool_]) -> pa.Array:
-    return pa.array(values, pa.int64(), mask=~valid)
+    # no validity bitmap when every value is there (the usual batch): cheaper here and after
+    return pa.array(values, pa.int64(), mask=None if valid.all() else ~valid)
+
+
+def _labels(
+    per_value: list[str | None], src: npt.NDArray[np.int64], ok: npt.NDArray[np.bool_]
+) -> pa.Array:
+    """A label column: each good row its value's label, a bad row null (the extra null at the
+    end of the table). One label for every row (a probe's usual batch) is repeated, not taken."""
+    if len(src) and ok.all() and len(set(per_value)) == 1 and per_value[0] is not None:
+        return pa.repeat(pa.scalar(per_value[0], pa.string()), len(src))
+    return pa.array([*per_value, None], pa.string()).take(
+        pa.array(np.where(ok, src, len(per_value)))
+    )
 
 
 def _v2_echo_rows(
@@ -665,22 +679,23 @@ def _v2_echo_rows(
     code = _echo_reasons(c, flags)
     ok = code == 0
     n = len(ok)
-    # a bad echo's strings are null: it takes the extra null at the end of each string table
-    take = pa.array(np.where(ok, src, len(clusters)))
+    good = bool(ok.all())
     return pa.RecordBatch.from_arrays(
         [
-            _V2_RTYPE["echo"].take(pa.array(~ok, pa.int8())),
-            _V2_REASONS.take(pa.array(code)),
-            pa.array([*clusters, None], pa.string()).take(take),
-            pa.array([*topics, None], pa.string()).take(take),
+            pa.repeat(pa.scalar("echo"), n)
+            if good
+            else _V2_RTYPE["echo"].take(pa.array(~ok, pa.int8())),
+            pa.nulls(n, pa.string()) if good else _V2_REASONS.take(pa.array(code)),
+            _labels(clusters, src, ok),
+            _labels(topics, src, ok),
             _int_col(c["partition"], ok),
             _int_col(c["leader"], ok),
-            pa.array([*systems, None], pa.string()).take(take),
+            _labels(systems, src, ok),
             _int_col(c["intended_us"], ok),
             _int_col(c["sent_us"], ok),
             _int_col(c["acked_us"], ok & (flags & HAS_ACKED > 0)),
             _int_col(c["received_us"], ok & (flags & HAS_RECEIVED > 0)),
-            pa.array(flags & LOST > 0, pa.bool_(), mask=~ok),
+            pa.array(flags & LOST > 0, pa.bool_(), mask=None if good else ~ok),
             _int_col(c["timeout_us"], ok & (flags & HAS_TIMEOUT > 0)),
             pa.nulls(n, pa.int64()),
         ],
@@ -775,8 +790,12 @@ def mark_future(parsed: pa.RecordBatch, kafka_us: pa.Array, max_skew_us: int) ->
     One probe with a wrong clock an hour ahead would otherwise move the watermark an hour
     forward and make every later echo late. A null Kafka timestamp (none recorded) is trusted.
     """
-    ahead = pc.greater(parsed.column("intended_us"), pc.add(kafka_us, max_skew_us))
-    future = pc.and_(pc.fill_null(ahead, False), pc.not_equal(parsed.column("rtype"), "bad"))
+    ahead = pc.fill_null(
+        pc.greater(parsed.column("intended_us"), pc.add(kafka_us, max_skew_us)), False
+    )
+    if not pc.any(ahead).as_py():  # the usual fetch: no string compare per row
+        return parsed
+    future = pc.and_(ahead, pc.not_equal(parsed.column("rtype"), "bad"))
     if not pc.any(future).as_py():
         return parsed
     cols = [

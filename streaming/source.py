@@ -37,7 +37,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from streaming import admission
 from streaming.combine import PARTIAL_SCHEMA, Combiner
-from streaming.consume import consume_ranges, log_ends, open_consumer, watermarks
+from streaming.consume import Fetched, consume_ranges, log_ends, open_consumer, watermarks
 from streaming.gaps import Gap, KafkaRange, data_loss_row
 from streaming.marks import mark_late
 from streaming.offset_log import batch_watermark_us, planned_batch_id
@@ -214,16 +214,21 @@ class KafkaEchoReader(DataSourceStreamReader):
                 if isinstance(got, Gap):
                     yield data_loss_row(self.topic, got, wm)
                     continue
-                parsed, index = parse_messages(got.values)
-                stamps = pa.array(got.kafka_us, pa.int64()).take(pa.array(index))
-                rows = mark_late(mark_future(parsed, stamps, self.max_skew_us), self.windows, wm)
-                if cap is not None:  # a v2 message holds many rows: each has its partition
-                    rows = cap.admit(rows, np.asarray(got.partitions)[index], wm)
-                yield rows
+                for piece in got.pieces():
+                    yield self._marked(piece, wm, cap)
             if cap is not None:
                 cap.save()
         finally:
             c.close()
+
+    def _marked(self, got: Fetched, wm: int, cap: admission.TaskAdmission | None) -> pa.RecordBatch:
+        """One piece of a fetch parsed, marked (future, late) and capped."""
+        parsed, index = parse_messages(got.values)
+        stamps = pa.array(got.kafka_us, pa.int64()).take(pa.array(index))
+        rows = mark_late(mark_future(parsed, stamps, self.max_skew_us), self.windows, wm)
+        if cap is not None:  # a v2 message holds many rows: each has its partition
+            rows = cap.admit(rows, np.asarray(got.partitions)[index], wm)
+        return rows
 
     def commit(self, end: dict) -> None:
         """Offsets live in Spark's checkpoint; nothing to commit to Kafka."""

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from core.echo import Echo, Hiccup, encode_record
 from core.windows import WindowSpec
@@ -118,3 +121,96 @@ def test_the_source_stamps_each_slice_with_the_batch_plan(tmp_path: Path) -> Non
         assert part.series == admission.SeriesPlan(  # type: ignore[attr-defined]
             str(tmp_path / "nines-series"), 4, {0: 3, 1: 2}
         )
+
+
+def reference_admit(
+    rows_: list[dict[str, object]], kafka: list[int], known: set[object], quota: dict[int, int]
+) -> tuple[list[bool], dict[int, dict[object, int]]]:
+    """The cap row by row, as the module states it: a series' fate is decided at its first row
+    in its Kafka range; returns which rows are refused and what each range saw."""
+    left = dict(quota)
+    new: dict[int, set[object]] = {k: set() for k in quota}
+    seen: dict[int, dict[object, int]] = {k: {} for k in quota}
+    decided: dict[tuple[int, object], bool] = {}
+    refused = []
+    for r, k in zip(rows_, kafka, strict=True):
+        if r["rtype"] not in admission.SUBJECT_RTYPES:
+            refused.append(False)
+            continue
+        part = r["partition"] if r["partition"] is not None else admission.NO_PARTITION
+        s = (r["cluster"], r["topic"], part)
+        if (k, s) not in decided:
+            ok = s in known or s in new[k] or left[k] > 0
+            if ok and s not in known and s not in new[k]:
+                left[k] -= 1
+                new[k].add(s)
+            decided[(k, s)] = ok
+        if decided[(k, s)]:
+            event = int(r["event_us"])  # type: ignore[call-overload]
+            seen[k][s] = max(seen[k].get(s, event), event)
+        refused.append(not decided[(k, s)])
+    return refused, seen
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["echo", "echo", "hiccup", "bad", "late"]),
+            st.sampled_from(["c", "d"]),
+            st.sampled_from(["a", "b", "t"]),
+            st.integers(0, 3),
+            st.integers(0, 2),
+            st.integers(0, 5),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.integers(0, 4),
+    st.booleans(),
+    st.integers(0, 40),
+)
+def test_the_cap_is_the_row_by_row_reference_on_any_mix(
+    tmp_path_factory: Any,
+    cases: list[tuple[str, str, str, int, int, int]],
+    free: int,
+    one: bool,
+    split: int,
+) -> None:
+    tmp = tmp_path_factory.mktemp("cap")
+    kinds = {"hiccup": lambda c, t, p, s: Hiccup("p", c, T0 + s, T0 + s, 1, 1, 1)}
+    values, kafka = [], []
+    for kind, cluster, topic, part, k, s in cases:
+        if one:  # every row of one series label but the partition: the label fast path
+            cluster, topic = "c", "t"
+        at = T0 + s * 1_000_000
+        if kind == "bad":
+            values.append(b"{bad")
+        elif kind == "hiccup":
+            values.append(encode_record(kinds["hiccup"](cluster, topic, part, s)))
+        else:  # "late": an echo behind the watermark below
+            when = T0 - 2 * HOUR if kind == "late" else at
+            values.append(
+                encode_record(Echo("p", cluster, topic, part, 1, 0, 1, when, when, None, when + 9))
+            )
+        kafka.append(k)
+    p = plan(str(tmp), 0, 0, HOUR, max_series=free, partitions=[0, 1, 2])
+    marked = rows(values, wm=T0 - HOUR)
+    task = TaskAdmission(p, [0, 1, 2])
+    # the rows in two fetches (pieces): the same decisions as in one
+    at = min(split, marked.num_rows)
+    ks = np.array(kafka)
+    out = [
+        r
+        for a, b in ((0, at), (at, marked.num_rows))
+        for r in task.admit(marked.slice(a, b - a), ks[a:b], watermark_us=T0 - HOUR).to_pylist()
+    ]
+    refused, seen = reference_admit(marked.to_pylist(), kafka, set(), p.quotas)
+    assert [r["reason"] == SERIES_CAP for r in out] == refused
+    for r, before, no in zip(out, marked.to_pylist(), refused, strict=True):
+        assert r == before if not no else r["rtype"] == "bad" and r["cluster"] is None
+    task.save()
+    for k in (0, 1, 2):
+        assert admission._load_series(p.seen_path(k)) == seen[k]
