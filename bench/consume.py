@@ -1,9 +1,10 @@
 """A read task's Kafka consume alone (``streaming.consume``): wall and CPU seconds, without Spark.
 
-A fresh one-broker Apache Kafka (``nines broker --engine kafka``) gets ``ECHOES`` seeded v2 echoes
-(bench.e2e's encoding, lz4, round-robin over ``PARTITIONS`` partitions), a backlog. Then, as a
-read task of a micro-batch does, a fresh consumer (``open_consumer``, the shipped settings, or
-with ``--set KEY=VALUE`` overrides) reads half of the partitions through ``consume_ranges``:
+A fresh one-broker Apache Kafka (``nines broker --engine kafka``) gets ``ECHOES`` seeded echoes
+(v2 batches, or v1 records with ``--echo-format v1``; bench.e2e's encoding, lz4, round-robin
+over ``PARTITIONS`` partitions), a backlog. Then, as a read task of a micro-batch does, a fresh
+consumer (``open_consumer``, the shipped settings, or with ``--variant`` overrides) reads half
+of the partitions through ``consume_ranges``:
 
 * **slice**: ``--take`` messages of each (one micro-batch of a deeper backlog: a fetch brings up
   to ``max.partition.fetch.bytes`` of a partition, so what lies past the range's end is fetched
@@ -13,7 +14,7 @@ with ``--set KEY=VALUE`` overrides) reads half of the partitions through ``consu
 Each case alternates the variants, ``--repeat`` times over both halves; medians are printed
 and written to ``bench/results/consume.json``.
 
-    python -m bench.consume [--echoes 6500000] [--take 16] [--repeat 4] \
+    python -m bench.consume [--echoes 6500000] [--take 16] [--repeat 4] [--echo-format v2] \
         [--variant max.partition.fetch.bytes=10485760,queued.max.messages.kbytes=65536]
 """
 
@@ -60,7 +61,9 @@ def read_half(
     return n, time.perf_counter() - wall0, time.process_time() - cpu0
 
 
-def run(echoes: int, take: int, repeat: int, variants: list[dict[str, str]]) -> dict[str, Any]:
+def run(
+    echoes: int, take: int, repeat: int, variants: list[dict[str, str]], echo_format: str = "v2"
+) -> dict[str, Any]:
     """Both cases for every variant (the first: the shipped settings), medians."""
     from bench.e2e import encoded, produce
     from bench.machine import machine_facts
@@ -68,10 +71,11 @@ def run(echoes: int, take: int, repeat: int, variants: list[dict[str, str]]) -> 
     from testbroker import EmbeddedBroker
 
     t0 = (int(time.time()) - 3600) * 1_000_000
-    values = encoded(echoes, t0, "bench", "v2")
+    values = encoded(echoes, t0, "bench", echo_format)
     out: dict[str, Any] = {
         "machine": machine_facts(),
         "echoes": echoes,
+        "echo_format": echo_format,
         "messages": len(values),
         "bytes": sum(map(len, values)),
         "partitions": PARTITIONS,
@@ -111,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--echoes", type=int, default=ECHOES)
     ap.add_argument("--take", type=int, default=TAKE, help="messages per partition in a slice")
     ap.add_argument("--repeat", type=int, default=4)
+    ap.add_argument("--echo-format", choices=("v1", "v2"), default="v2")
     ap.add_argument(
         "--variant",
         action="append",
@@ -121,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     variants: list[dict[str, str]] = [{}]
     for v in args.variant:
         variants.append(dict(kv.split("=", 1) for kv in v.split(",")))
-    result = run(args.echoes, args.take, args.repeat, variants)
+    result = run(args.echoes, args.take, args.repeat, variants, args.echo_format)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     return 0

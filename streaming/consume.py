@@ -173,24 +173,32 @@ def consume_ranges(
         msgs = c.consume(min(FETCH_BATCH, book.pending()), 1.0)
         got = Fetched()
         finished = []
+        values, partitions, stamps = got.values, got.partitions, got.kafka_us
+        offset, end = book.offset, book.end
         for m in msgs:
             if m.error():
                 if m.error().code() != KafkaError._PARTITION_EOF:
                     raise RuntimeError(f"kafka: {m.error().str()}")
                 continue
             p, o = m.partition(), m.offset()
-            if not book.wants(p, o):  # done, or already read (re-assign)
-                continue
-            gap, inside = book.arrive(p, o)
-            if gap is not None:  # offsets vanished before or while we read (retention)
-                yield gap
-            if inside:
-                got.values.append(m.value())
-                got.partitions.append(p)
-                kind, ms = m.timestamp()
-                got.kafka_us.append(ms * 1000 if kind else None)
-            if p not in book.open:
-                finished.append(TopicPartition(topic, p))
+            if o == offset.get(p) and o + 1 < end[p]:
+                # the next record of an open range, not its last: the book's bookkeeping
+                # inline (a v1 echo is one message: ~0.8 µs an echo went to this loop)
+                offset[p] = o + 1
+            else:
+                if not book.wants(p, o):  # done, or already read (re-assign)
+                    continue
+                gap, inside = book.arrive(p, o)
+                if gap is not None:  # offsets vanished before or while we read (retention)
+                    yield gap
+                if p not in book.open:
+                    finished.append(TopicPartition(topic, p))
+                if not inside:
+                    continue
+            values.append(m.value())
+            partitions.append(p)
+            kind, ms = m.timestamp()
+            stamps.append(ms * 1000 if kind else None)
         if finished:  # stop fetching what this batch does not need
             c.pause(finished)
         if got.values:
