@@ -95,7 +95,11 @@ def replay(
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=False)
     lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
     if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"{master} {fmt}: exit {proc.returncode}: {proc.stderr[-800:]}")
+        # the first error line names the cause; a query's plan after it can run for pages
+        errors = [x for x in proc.stderr.splitlines() if "Error" in x or "Exception" in x]
+        raise RuntimeError(
+            f"{master} {fmt}: exit {proc.returncode}: {errors[:3]} ... {proc.stderr[-800:]}"
+        )
     result: dict[str, Any] = json.loads(lines[-1])
     print(json.dumps(result), flush=True)
     return result

@@ -2,8 +2,9 @@
 
 One master and N workers, each ``bin/spark-class`` of the installed pyspark in its own process
 group: the standalone-cluster test kills a worker mid-run, and the bench measures the job on a
-real cluster beside ``local[N]``. Workers inherit this process's environment (``PYTHONPATH``),
-so their executors' Python workers import this checkout.
+real cluster beside ``local[N]``. Workers inherit this process's environment, with this
+checkout first on ``PYTHONPATH``: their executors' Python workers import it (the product's
+packages, and the benches' replay sources under ``bench``, which no install carries).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+#: This checkout: the executors' Python workers must import ``bench`` as well as the product.
+ROOT = Path(__file__).resolve().parents[1]
 #: A master and a worker start in about 10 s on an idle 2-core machine; far longer when loaded.
 START_TIMEOUT_S = 180.0
 
@@ -37,7 +40,13 @@ def spark_home() -> str:
 
 def loopback_env() -> dict[str, str]:
     """This environment with Spark bound to loopback (driver, master, workers, executors)."""
-    return {**os.environ, "SPARK_HOME": spark_home(), "SPARK_LOCAL_IP": "127.0.0.1"}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    return {
+        **os.environ,
+        "SPARK_HOME": spark_home(),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYTHONPATH": path,
+    }
 
 
 @dataclass
