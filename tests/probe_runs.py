@@ -242,13 +242,19 @@ def check_ctrl_z(
     for p in parts:
         assert abs(sum(1 for q, _ in stall_keys if q == p) - RATE * s) <= 1
     lat_s = np.array([e.end_to_end_us for e in echoes]) / 1e6
-    # The floor: this run's own latencies away from the stall and its edges.
+    # The floor: this run's own latencies away from the stall and its edges, and after the
+    # probe's first second. A CI run (Apache Kafka, 2 cores, loaded) had ~55 floor samples over
+    # S/2 (of ~1,500); where they lay was not recorded (now it is, in the failure message).
+    # Three brokers that had just started, met by the probe's first messages, are the likely
+    # cause, so the first second is not floor.
+    t_first = min(e.intended_us for e in echoes)
     floor_s = (
         np.array(
             [
                 e.end_to_end_us
                 for e in echoes
                 if not t_stop - 500_000 <= e.intended_us < t_resume + 500_000
+                and e.intended_us >= t_first + 1_000_000
             ]
         )
         / 1e6
@@ -290,7 +296,15 @@ def check_ctrl_z(
     over = int((lat_s > s / 2).sum())
     exp_over, least_over = expected.count_over(s / 2), least.count_over(s / 2)
     analytic_over = per_s * s / 2  # R·S/2 per partition
-    assert abs(least_over - analytic_over) <= len(parts), least_over
+    slow_floor = [  # for the failure message: where the floor's slow samples lie
+        round((e.intended_us - t_first) / 1e6, 2)
+        for e in echoes
+        if e.end_to_end_us is not None
+        and e.end_to_end_us > s_us / 2
+        and not t_stop - 500_000 <= e.intended_us < t_resume + 500_000
+    ]
+    where = f"floor > S/2 at {slow_floor[:10]} s; stop {(t_stop - t_first) / 1e6:.2f} s, S {s} s"
+    assert abs(least_over - analytic_over) <= len(parts), (least_over, where)
     assert abs(exp_over - analytic_over) <= per_s * (floor_p99 + grain_s), exp_over
     assert least_over - len(parts) <= over <= exp_over + per_s * above_s, (over, exp_over)
     figures = {"count>S/2": (round(exp_over, 1), over, round(least_over, 1))}
