@@ -63,7 +63,10 @@ def run(args: argparse.Namespace) -> int:
     from core.config import ConfigError, build, section
     from probes.agent import run_probe
     from runtime.config_io import check_port_free, load_yaml
+    from runtime.fdlimit import raise_open_files_limit
     from runtime.webconfig import load_web_config
+
+    raise_open_files_limit()  # /metrics connections and Kafka sockets: as Go programs do
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     values = section(load_yaml(args.config), "probe")
