@@ -94,10 +94,15 @@ STALLED_WRITE_S = 1.0
 #: Bytes of a request line and headers (Prometheus sends ~300): a longer head is answered 431.
 MAX_HEAD_BYTES = 16 * 1024
 #: Connections the kernel queues until the loop accepts them (it caps this at
-#: ``net.core.somaxconn``): room for a burst of connects, as Go's listeners ask for.
-LISTEN_BACKLOG = 1024
+#: ``net.core.somaxconn``, 4,096 on Linux since 5.4): room for a burst of connects; Go's
+#: listeners ask for somaxconn too.
+LISTEN_BACKLOG = 4096
 #: Connections accepted per turn of the loop, so a connect storm cannot starve the reads.
-ACCEPT_BATCH = 64
+ACCEPT_BATCH = 128
+#: Seconds of handshakes, reads and writes per turn of the loop before it accepts again: a
+#: flood of ClientHellos costs ~1 ms of RSA each, and a turn through 400 of them left the
+#: listen backlog to overflow (a dropped SYN costs a scrape 1 s, then 3 s).
+TURN_S = 0.02
 #: Threads that handle complete requests (credentials, render, compression), started as needed.
 MAX_HANDLERS = 8
 #: Bodies rendered and compressed at once: a render is CPU-bound, so more than the cores buy
@@ -130,9 +135,27 @@ _TOO_LARGE = (
 class _Conn:
     """One client connection and where it is in its life."""
 
-    __slots__ = ("addr", "at", "closed", "deadline", "head", "out", "phase", "progress_at", "sock")
+    __slots__ = (
+        "addr",
+        "at",
+        "closed",
+        "deadline",
+        "head",
+        "out",
+        "phase",
+        "progress_at",
+        "seq",
+        "sock",
+        "tries",
+    )
 
-    def __init__(self, sock: socket.socket, addr: Any, phase: str, deadline: float) -> None:
+    def __init__(
+        self, sock: socket.socket, addr: Any, phase: str, deadline: float, seq: int
+    ) -> None:
+        #: the order of accepting: a later connection has a larger one
+        self.seq = seq
+        #: handshake steps so far: the first one does the RSA (a ClientHello read whole)
+        self.tries = 0
         self.sock = sock
         self.addr = addr
         self.phase = phase
@@ -192,8 +215,13 @@ class MetricsServer:
         self._lock = threading.Lock()
         #: every open connection (the loop's alone; others only read its size)
         self._open: dict[_Conn, None] = {}
-        #: connections in their handshake or head, oldest first: the first to evict
-        self._incomplete: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
+        #: connections in their handshake or head that wait on their client, the one idle the
+        #: longest first: the first to evict
+        self._idle: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
+        #: connections in their handshake or head whose bytes wait on the loop (a queue of
+        #: ClientHellos, ~1 ms of RSA each): a scrape among them is not evicted for the
+        #: loop's delay while an idle one remains
+        self._pending: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
         #: connections being written to, oldest first
         self._writing: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
         #: (deadline, n, connection): the loop cuts each at its deadline
@@ -241,15 +269,33 @@ class MetricsServer:
                 timeout = _POLL_S
                 if self._deadlines:
                     timeout = min(timeout, max(0.0, self._deadlines[0][0] - time.monotonic()))
-                for key, events in self._sel.select(timeout):
-                    if key.data == "listener":
-                        self._accept()
-                    elif key.data == "wake":
+                ready = self._sel.select(timeout)
+                turn_end = time.monotonic() + TURN_S
+                for key, _ in ready:
+                    conn = key.data
+                    if isinstance(conn, _Conn) and conn.phase in (_HANDSHAKE, _HEAD):
+                        self._idle.pop(conn, None)
+                        self._pending[conn] = None  # a deferred one keeps its place
+                if self._accepting:
+                    self._accept()  # each turn, however busy: a full backlog drops SYNs (1 s)
+                steps = []
+                for key, events in ready:
+                    if key.data == "wake":
                         with contextlib.suppress(OSError):
                             while self._wake_r.recv(4096):
                                 pass
-                    else:
-                        self._step(key.data, events)
+                    elif key.data != "listener":
+                        steps.append((key.data, events))
+                # First handshake steps last, the newest first: under a flood of ClientHellos
+                # (~1 ms of RSA each) the newest, a scrape's among them, is served within the
+                # turn and its next steps come before any other RSA; the oldest are evicted
+                # before they cost any (first come, first served spent it on connections
+                # evicted right after, and a scrape waited behind them all).
+                steps.sort(key=_priority)
+                for conn, events in steps:
+                    self._step(conn, events)
+                    if time.monotonic() > turn_end:
+                        break  # the rest stay ready: the next select reports them again
                 while self._done:
                     conn, parts = self._done.popleft()
                     if not conn.closed:
@@ -289,17 +335,17 @@ class MetricsServer:
                 except (OSError, ValueError):
                     sock.close()
                     continue
-                conn = _Conn(sock, addr, _HANDSHAKE, now + TLS_HANDSHAKE_TIMEOUT_S)
+                conn = _Conn(sock, addr, _HANDSHAKE, now + TLS_HANDSHAKE_TIMEOUT_S, self._n)
             else:
-                conn = _Conn(sock, addr, _HEAD, now + READ_TIMEOUT_S)
+                conn = _Conn(sock, addr, _HEAD, now + READ_TIMEOUT_S, self._n)
             self._open[conn] = None
-            self._incomplete[conn] = None
+            self._idle[conn] = None
             self._track(conn)
             self._sel.register(sock, selectors.EVENT_READ, conn)
 
     def _evict(self) -> bool:
         """Cut the oldest incomplete connection, else the oldest stalled writer; False: none."""
-        victim = next(iter(self._incomplete), None)
+        victim = next(iter(self._idle), None) or next(iter(self._pending), None)
         if victim is None:
             stalled = time.monotonic() - STALLED_WRITE_S
             victim = next((c for c in self._writing if c.progress_at <= stalled), None)
@@ -330,7 +376,8 @@ class MetricsServer:
             with contextlib.suppress(KeyError, ValueError, OSError):
                 self._sel.unregister(conn.sock)
         self._open.pop(conn, None)
-        self._incomplete.pop(conn, None)
+        self._idle.pop(conn, None)
+        self._pending.pop(conn, None)
         self._writing.pop(conn, None)
         conn.out.clear()
         conn.head = bytearray()
@@ -349,6 +396,7 @@ class MetricsServer:
         """Move one connection on as far as its socket lets it, without waiting."""
         if conn.closed:
             return
+        self._pending.pop(conn, None)
         try:
             if conn.phase == _HANDSHAKE:
                 self._handshake(conn)
@@ -358,9 +406,12 @@ class MetricsServer:
                 self._write(conn)
         except (OSError, ValueError):  # resets, TLS errors
             self._close(conn)
+        if not conn.closed and conn.phase in (_HANDSHAKE, _HEAD):
+            self._idle[conn] = None  # waits on its client again: the most recently active
 
     def _handshake(self, conn: _Conn) -> None:
         sock: ssl.SSLSocket = conn.sock  # type: ignore[assignment]
+        conn.tries += 1
         try:
             sock.do_handshake()
         except ssl.SSLWantReadError:
@@ -393,7 +444,6 @@ class MetricsServer:
                 self._dispatch(conn, bytes(conn.head[:end]))
                 return
             if len(conn.head) > MAX_HEAD_BYTES:
-                self._incomplete.pop(conn, None)
                 self._respond(conn, [_TOO_LARGE])
                 return
             pending = getattr(conn.sock, "pending", None)
@@ -402,7 +452,6 @@ class MetricsServer:
 
     def _dispatch(self, conn: _Conn, head: bytes) -> None:
         """A complete head: health is answered here, anything else by a handler thread."""
-        self._incomplete.pop(conn, None)
         line = head.split(b"\n", 1)[0].split()
         if len(line) >= 2 and line[1].decode("latin-1") in HEALTH_PATHS:
             self._respond(conn, self._handle(conn, head))
@@ -544,6 +593,15 @@ class MetricsServer:
 
     #: the socketserver spelling (the probe's agent stops its server with it)
     shutdown = close
+
+
+def _priority(step: tuple[_Conn, int]) -> tuple[int, int]:
+    """The order of a turn's steps: reads and writes, then handshakes under way, then first
+    handshake steps, the newest first."""
+    conn = step[0]
+    if conn.phase != _HANDSHAKE:
+        return (0, 0)
+    return (1, 0) if conn.tries else (2, -conn.seq)
 
 
 def _head_end(head: bytearray) -> int:

@@ -2,8 +2,9 @@
 its scrapes meanwhile: the tests of ``runtime.webserver``'s bounds, and the measurement behind
 its design (run this module: ``python tests/metrics_flood.py --help``).
 
-The flood runs in one thread over non-blocking sockets, so 1,000+ connections cost the test
-process little CPU. Each connection is one of:
+The flood runs in a process of its own (as an attacker's would: it does not take the GIL from
+the scraper or from a server under test in this process), one thread over non-blocking sockets.
+Each connection is one of:
 
 - ``idle``: connects and sends nothing (for TLS: the handshake never starts);
 - ``trickle``: sends its bytes one every ``trickle_s`` and never ends them: a request head for
@@ -20,12 +21,15 @@ import argparse
 import base64
 import contextlib
 import errno
+import json
 import os
 import resource
 import selectors
+import signal
 import socket
 import ssl
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -82,25 +86,43 @@ class Flood:
     reopen_s: float = 0.5
     trickle_s: float = 1.0
     max_opens: int = 20_000
+    #: a TLS server: ``trickle`` sends a ClientHello, not a request head
+    tls: bool = False
     hello: bytes = b""
     seen: Counter[str] = field(default_factory=Counter)
     #: most flood connections the client had open at once
     peak_open: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _proc: subprocess.Popen[str] | None = None
+    _result: dict[str, int] | None = None
 
     def start(self) -> Flood:
-        if self.hello == b"" and any(k in self.kinds for k in ("hello",)):
-            self.hello = client_hello()
-        self._thread = threading.Thread(target=self._run, name="flood", daemon=True)
-        self._thread.start()
+        """Start the flood in a process of its own."""
+        spec = {"port": self.port, "kinds": self.kinds, "duration_s": self.duration_s,
+                "reopen_s": self.reopen_s, "trickle_s": self.trickle_s,
+                "max_opens": self.max_opens, "tls": self.tls}  # fmt: skip
+        self._proc = subprocess.Popen(
+            [sys.executable, __file__, "--flood-child", json.dumps(spec)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         return self
 
     def stop(self) -> dict[str, int]:
-        """Stop, close every connection; what was seen (opened, cut, ...)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
+        """Stop, close every connection; what was seen (opened, cut, peak_open, ...)."""
+        if self._result is None and self._proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.send_signal(signal.SIGTERM)
+            out, _ = self._proc.communicate(timeout=20)
+            self._result = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+        return dict(self._result or {})
+
+    def run_here(self) -> dict[str, int]:
+        """The flood in this process until SIGTERM or its duration (the child's side)."""
+        if self.tls and not self.hello:
+            self.hello = client_hello()
+        signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
+        self._run()
         return {**self.seen, "peak_open": self.peak_open}
 
     def __enter__(self) -> Flood:
@@ -205,6 +227,7 @@ class Scraper:
     password: str | None = None
     times_s: list[float | None] = field(default_factory=list)
     statuses: Counter[int] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -230,8 +253,9 @@ class Scraper:
                 status, took = self.one()
                 self.statuses[status] += 1
                 self.times_s.append(took if status == 200 else None)
-            except OSError:
+            except OSError as exc:
                 self.statuses[0] += 1
+                self.errors[f"{type(exc).__name__}: {exc}"[:80]] += 1
                 self.times_s.append(None)
             self._stop.wait(max(0.0, self.every_s - (time.monotonic() - started)))
 
@@ -265,6 +289,14 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _flood_child(spec: str) -> int:
+    """The flood process: floods until SIGTERM or its duration, then prints what it saw."""
+    config = json.loads(spec)
+    raise_own_open_files(sum(config["kinds"].values()) + 100)
+    print(json.dumps(Flood(**config).run_here()), flush=True)
+    return 0
+
+
 def main() -> int:
     """Serve a body with this checkout's ``runtime.webserver`` in this process, flood it, print
     the scrape latencies, the server's threads and the CPU of server and flood."""
@@ -281,7 +313,7 @@ def main() -> int:
     from runtime.webserver import MetricsServer
 
     raise_own_open_files(args.idle + args.trickle + args.hello + 200)
-    web, ca, hello = None, None, b""
+    web, ca = None, None
     if args.tls:
         from tls_material import make_tls
 
@@ -289,13 +321,13 @@ def main() -> int:
         (args.tls / "web.yml").write_text(
             f"tls_server_config:\n  cert_file: {tls.cert}\n  key_file: {tls.key}\n"
         )
-        web, ca, hello = load_web_config(args.tls / "web.yml"), tls.ca, client_hello()
+        web, ca = load_web_config(args.tls / "web.yml"), tls.ca
     body = b"# TYPE x gauge\n" + b"".join(b'x{i="%d"} 1\n' % i for i in range(2000))
     server = MetricsServer(lambda: body, HOST, 0, web)
     pid = os.getpid()
     kinds = {"idle": args.idle, "trickle": args.trickle, "hello": args.hello}
     flood = Flood(server.port, {k: n for k, n in kinds.items() if n}, args.seconds + 10,
-                  reopen_s=args.reopen_s, hello=hello)  # fmt: skip
+                  reopen_s=args.reopen_s, tls=web is not None)  # fmt: skip
     scraper = Scraper(server.port, ca=ca, timeout_s=10)
     cpu0, t0 = _cpu_s(pid), time.monotonic()
     flood.start()
@@ -306,16 +338,20 @@ def main() -> int:
         time.sleep(0.5)
         threads = max(threads, _threads(pid))
     scraper.stop()
-    seen = flood.stop()
+    assert flood._proc is not None
+    flood_cpu = _cpu_s(flood._proc.pid) / (time.monotonic() - t0)
     cpu = (_cpu_s(pid) - cpu0) / (time.monotonic() - t0)
+    seen = flood.stop()
     server.close()
     with open("/proc/loadavg") as f:
         load = f.read().split()[:3]
-    print(f"scrapes: {scraper.summary()}; statuses {dict(scraper.statuses)}")
-    print(f"flood: {seen}; threads (max): {threads}; CPU of this process (server, flood, "
-          f"scraper): {cpu:.2f} of a core; load {' '.join(load)}")  # fmt: skip
+    print(f"scrapes: {scraper.summary()}; statuses {dict(scraper.statuses)} {dict(scraper.errors)}")
+    print(f"flood: {seen}; server threads (max): {threads}; CPU (of a core): server and "
+          f"scraper {cpu:.2f}, flood {flood_cpu:.2f}; load {' '.join(load)}")  # fmt: skip
     return 0
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--flood-child"]:
+        sys.exit(_flood_child(sys.argv[2]))
     sys.exit(main())
