@@ -89,10 +89,18 @@ WRITE_TIMEOUT_S = 30.0
 #: a flood 512 connections to push a scrape out before its head is in (on loopback a scrape's
 #: head follows its connect by well under a millisecond; its TLS handshake, a few).
 MAX_CONNECTIONS = 512
+#: Seconds a connection is safe from eviction: a burst of connects larger than the cap waits in
+#: the kernel's backlog (where it costs nothing) instead of evicting connections just accepted,
+#: a scrape's among them, before their first bytes were read; and eviction, so the churn of a
+#: flood that reconnects, is bounded at ``MAX_CONNECTIONS / EVICT_MIN_AGE_S`` a second.
+EVICT_MIN_AGE_S = 0.25
 #: Seconds without a byte taken before a connection being written to counts as idle (evictable).
 STALLED_WRITE_S = 1.0
 #: Bytes of a request line and headers (Prometheus sends ~300): a longer head is answered 431.
 MAX_HEAD_BYTES = 16 * 1024
+#: Seconds the rest of a refused head is read and dropped after the 431, so that the client
+#: reads the answer rather than a reset (Go waits 0.5 s for the same reason).
+LINGER_S = 1.0
 #: Connections the kernel queues until the loop accepts them (it caps this at
 #: ``net.core.somaxconn``, 4,096 on Linux since 5.4): room for a burst of connects; Go's
 #: listeners ask for somaxconn too.
@@ -117,8 +125,12 @@ RETRY_AFTER_S = 1
 HEALTH_PATHS = frozenset({"/-/healthy", READY_PATH})
 #: Seconds ``close()`` waits for the handler threads to end (a render or a check in flight).
 CLOSE_JOIN_S = 5.0
+#: Connections looked at, per list, for one old enough to evict.
+_VICTIM_LOOKS = 64
 #: Bytes handed to one ``send``.
 _SEND_CHUNK = 256 * 1024
+#: Seconds between looks for an evictable connection while the cap holds new ones back.
+_PAUSE_S = 0.05
 #: Longest sleep of the loop with nothing due (``close()`` wakes it at once anyway).
 _POLL_S = 1.0
 
@@ -126,6 +138,9 @@ _POLL_S = 1.0
 Body = bytes | Sequence[bytes]
 
 _HANDSHAKE, _HEAD, _HANDLING, _WRITING = "handshake", "head", "handling", "writing"
+#: after a response to a request not read whole: reads and drops the rest until the client
+#: closes, so that closing does not reset the connection before the client has the response
+_LINGER = "linger"
 _TOO_LARGE = (
     b"HTTP/1.0 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
     b"Content-Length: 24\r\nConnection: close\r\n\r\nRequest head too large\r\n"
@@ -138,9 +153,11 @@ class _Conn:
     __slots__ = (
         "addr",
         "at",
+        "born",
         "closed",
         "deadline",
         "head",
+        "linger",
         "out",
         "phase",
         "progress_at",
@@ -154,8 +171,11 @@ class _Conn:
     ) -> None:
         #: the order of accepting: a later connection has a larger one
         self.seq = seq
+        self.born = time.monotonic()
         #: handshake steps so far: the first one does the RSA (a ClientHello read whole)
         self.tries = 0
+        #: its request was not read whole: drop the rest after the response (``_LINGER``)
+        self.linger = False
         self.sock = sock
         self.addr = addr
         self.phase = phase
@@ -234,6 +254,7 @@ class MetricsServer:
         self._idle_handlers = 0
         self._closing = threading.Event()
         self._accepting = True
+        self._resume_at = 0.0
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._listener = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -269,6 +290,10 @@ class MetricsServer:
                 timeout = _POLL_S
                 if self._deadlines:
                     timeout = min(timeout, max(0.0, self._deadlines[0][0] - time.monotonic()))
+                if not self._accepting:
+                    timeout = min(timeout, max(0.0, self._resume_at - time.monotonic()))
+                    if time.monotonic() >= self._resume_at:
+                        self._resume()
                 ready = self._sel.select(timeout)
                 turn_end = time.monotonic() + TURN_S
                 for key, _ in ready:
@@ -315,9 +340,12 @@ class MetricsServer:
     def _accept(self) -> None:
         """Accept a batch; at the cap, each new connection first evicts the oldest idle one."""
         for _ in range(ACCEPT_BATCH):
-            if len(self._open) >= self._max_connections and not self._evict():
+            full = len(self._open) >= self._max_connections
+            victim = self._victim() if full else None
+            if full and victim is None:
                 self._sel.unregister(self._listener)  # new ones wait in the backlog
                 self._accepting = False
+                self._resume_at = time.monotonic() + _PAUSE_S  # one may be evictable by then
                 return
             try:
                 sock, addr = self._listener.accept()
@@ -325,6 +353,9 @@ class MetricsServer:
                 return
             except OSError:  # e.g. reset before accept, or out of file descriptors
                 return
+            if victim is not None:
+                self.evicted += 1
+                self._close(victim)
             sock.setblocking(False)
             now = time.monotonic()
             if self._tls is not None:
@@ -343,17 +374,19 @@ class MetricsServer:
             self._track(conn)
             self._sel.register(sock, selectors.EVENT_READ, conn)
 
-    def _evict(self) -> bool:
-        """Cut the oldest incomplete connection, else the oldest stalled writer; False: none."""
-        victim = next(iter(self._idle), None) or next(iter(self._pending), None)
-        if victim is None:
-            stalled = time.monotonic() - STALLED_WRITE_S
-            victim = next((c for c in self._writing if c.progress_at <= stalled), None)
-        if victim is None:
-            return False
-        self.evicted += 1
-        self._close(victim)
-        return True
+    def _victim(self) -> _Conn | None:
+        """The connection to cut for a new one: the one idle longest in its handshake or head,
+        else the oldest whose bytes wait on the loop, else the oldest stalled writer."""
+        now = time.monotonic()
+        born_by = now - EVICT_MIN_AGE_S
+        for incomplete in (self._idle, self._pending):
+            for looked, conn in enumerate(incomplete):
+                if conn.born <= born_by:
+                    return conn
+                if looked >= _VICTIM_LOOKS:
+                    break
+        stalled = now - STALLED_WRITE_S
+        return next((c for c in self._writing if c.progress_at <= stalled), None)
 
     def _track(self, conn: _Conn) -> None:
         self._n += 1
@@ -383,6 +416,10 @@ class MetricsServer:
         conn.head = bytearray()
         with contextlib.suppress(OSError):
             conn.sock.close()
+        self._resume()
+
+    def _resume(self) -> None:
+        """Accept again (after a pause at the cap with nothing evictable)."""
         if not self._accepting and not self._closing.is_set():
             self._accepting = True
             self._sel.register(self._listener, selectors.EVENT_READ, "listener")
@@ -404,6 +441,8 @@ class MetricsServer:
                 self._read_head(conn)
             elif conn.phase == _WRITING:
                 self._write(conn)
+            elif conn.phase == _LINGER:
+                self._linger(conn)
         except (OSError, ValueError):  # resets, TLS errors
             self._close(conn)
         if not conn.closed and conn.phase in (_HANDSHAKE, _HEAD):
@@ -444,7 +483,7 @@ class MetricsServer:
                 self._dispatch(conn, bytes(conn.head[:end]))
                 return
             if len(conn.head) > MAX_HEAD_BYTES:
-                self._respond(conn, [_TOO_LARGE])
+                self._respond(conn, [_TOO_LARGE], linger=True)
                 return
             pending = getattr(conn.sock, "pending", None)
             if pending is None or not pending():
@@ -472,11 +511,14 @@ class MetricsServer:
             self._handlers.append(worker)
             worker.start()
 
-    def _respond(self, conn: _Conn, parts: list[bytes]) -> None:
+    def _respond(self, conn: _Conn, parts: list[bytes], linger: bool = False) -> None:
         """Start writing a response (then close: one request per connection)."""
         if conn.phase == _HANDLING:
             self._sel.register(conn.sock, selectors.EVENT_WRITE, conn)
         now = time.monotonic()
+        self._idle.pop(conn, None)
+        self._pending.pop(conn, None)
+        conn.linger = linger
         conn.phase = _WRITING
         conn.head = bytearray()
         conn.out.extend(p for p in parts if p)
@@ -507,7 +549,26 @@ class MetricsServer:
             if conn.at >= len(part):
                 conn.out.popleft()
                 conn.at = 0
-        self._close(conn)  # all written; the kernel sends the rest
+        if not conn.linger:
+            self._close(conn)  # all written; the kernel sends the rest
+            return
+        conn.sock.shutdown(socket.SHUT_WR)  # the response ends; then drop what the client sends
+        self._writing.pop(conn, None)
+        conn.phase = _LINGER
+        conn.deadline = time.monotonic() + LINGER_S
+        self._track(conn)
+        self._idle[conn] = None  # the first to evict
+        self._want(conn, selectors.EVENT_READ)
+
+    def _linger(self, conn: _Conn) -> None:
+        while True:
+            try:
+                data = conn.sock.recv(65536)
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
+                return
+            if not data:
+                self._close(conn)
+                return
 
     # -- handlers -----------------------------------------------------------------------------
 
