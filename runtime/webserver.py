@@ -13,10 +13,13 @@ client that connects and sends nothing stalls every scrape and the shutdown. Her
 - each phase has a deadline: the handshake ``TLS_HANDSHAKE_TIMEOUT_S``, then the whole request
   head ``READ_TIMEOUT_S`` (Go's ``ReadHeaderTimeout``: a slowloris that sends a byte a second is
   cut), then the whole response ``WRITE_TIMEOUT_S`` (a client that reads slowly is cut);
-- at most ``MAX_CONNECTIONS`` connections are open. At the cap, a new connection evicts the
-  oldest one still in its handshake or head (then the oldest writer that has taken no byte for
-  ``STALLED_WRITE_S``), so a new scrape always gets in: a flood from the scraper's own address
+- at most ``MAX_CONNECTIONS`` connections are open. At the cap, a new connection evicts the one
+  idle longest in its handshake or head (then the oldest whose bytes wait on the loop, then the
+  oldest writer that has taken no byte for ``STALLED_WRITE_S``), never one younger than
+  ``EVICT_MIN_AGE_S``, so a new scrape always gets in: a flood from the scraper's own address
   (127.0.0.1) cannot keep it out, which a limit per address could not promise;
+- a turn of the loop works at most ``TURN_S``, then accepts; in a turn, reads and writes come
+  first, then handshakes under way, then first handshake steps (the RSA), the newest first;
 - a complete request goes to one of ``MAX_HANDLERS`` handler threads (credentials, render,
   compression); ``/-/healthy`` and ``/-/ready`` are answered in the loop itself, without a
   render, a handler or credentials (they reveal nothing);
@@ -33,16 +36,19 @@ client that connects and sends nothing stalls every scrape and the shutdown. Her
 - ``HEAD`` answers as ``GET`` without the body; one request per connection (HTTP/1.0);
 - ``close()`` stops accepting and cuts every open connection, so SIGTERM ends the process at once.
 
-Chosen by measurement (``python tests/metrics_flood.py``: 1,100 connections from 127.0.0.1, half
-idle and half sending a request head a byte a second, each reopened 0.5 s after it is cut, a
-scrape every 0.25 s; 2 cores shared with other work, load 7-10; docs/architecture.md):
+Chosen by measurement (``python tests/metrics_flood.py [--tls DIR --idle 400 --trickle 300
+--hello 400]``: 1,100 connections from 127.0.0.1, half idle and half sending a request head a
+byte a second, each reopened 0.5 s after it is cut, a scrape every 0.25 s; 2 cores shared with
+other sessions' work; docs/architecture.md has the table and the rules' reasons):
 
-- a thread per connection capped at 64 (the server before this one): 1 scrape answered in 10 s,
-  after 14 s; over TLS, with 400 of them stopped mid-handshake, the same;
-- a thread per connection with the cap above the flood (1,300, no eviction: deadlines on a pool):
-  every scrape answered (median 1.2 ms, max 141 ms; TLS 4.7 / 539 ms), but 1,106 threads, and
-  nothing bounds them but the flood's size;
-- this loop (cap 512, eviction): see the architecture doc for the figures under the same flood.
+- a thread per connection capped at 64 (the server before this one; load 7): 1 scrape answered
+  in 10 s, after 14 s; over TLS, with 400 of them stopped mid-handshake, the same;
+- a thread per connection with the cap above the flood (1,300, no eviction: deadlines on a pool;
+  load 7): every scrape answered (median 1.2 ms, max 141 ms; TLS 4.7 / 539 ms), but 1,106
+  threads, and nothing bounds them but the flood's size;
+- this loop (load 18-28): every scrape answered, median 58 ms, max 651 ms (TLS 107 / 874 ms),
+  5 threads, 0.05 of a core (TLS 0.19). Its limit is RSA: a flood of nothing but fresh
+  ClientHellos, faster than the loop signs, is a CPU attack and cuts some scrapes.
 """
 
 from __future__ import annotations

@@ -246,6 +246,13 @@ class Scraper:
         except urllib.error.HTTPError as err:
             return err.code, time.monotonic() - start
 
+    def up(self) -> bool:
+        """Whether one request is answered 200 now."""
+        try:
+            return self.one()[0] == 200
+        except OSError:
+            return False
+
     def _run(self) -> None:
         while not self._stop.is_set():
             started = time.monotonic()

@@ -25,7 +25,7 @@ from core.echo import Echo
 from probes.clock import ProbeClock
 
 RATE = 300  # per partition per second: ~900 sends a second, so a p99.9 of a few seconds means
-PHASE_S = 6.0  # seconds of each phase (healthy, flooded)
+PHASE_S = 4.0  # seconds of each phase (healthy, flooded)
 PLAIN = {"idle": 550, "trickle": 550}
 TLS = {"idle": 400, "trickle": 300, "hello": 400}  # trickle: a ClientHello a byte a second
 PASSWORD = "scrape-pass-42"
@@ -64,7 +64,13 @@ def run_flooded(broker: Cluster, tmp_path: Path, kinds: dict[str, int], tls: boo
     clock = ProbeClock()
     try:
         if tls:  # ready() reads /metrics over plain HTTP
-            time.sleep(4)
+            ready = Scraper(probe.port, path="/-/ready", ca=ca, timeout_s=1)
+            deadline = time.monotonic() + 30
+            while not ready.up():
+                assert probe.proc.poll() is None, probe.stderr()
+                assert time.monotonic() < deadline, "the probe's /-/ready never answered"
+                time.sleep(0.2)
+            time.sleep(1.0)  # its first messages out and back
         else:
             probe.ready()
         soft, hard = soft_and_hard_nofile(probe.proc.pid)
