@@ -18,7 +18,7 @@ from monitor.exporter import LatencyExporter
 from runtime.webconfig import load_web_config
 
 PLAIN = {"idle": 550, "trickle": 550}
-TLS = {"idle": 450, "trickle": 400, "hello": 250}  # trickle: a ClientHello a byte a second
+TLS = {"idle": 450, "trickle": 500, "hello": 150}  # trickle: a ClientHello a byte a second
 FLOOD_S = 4.0
 PASSWORD = "scrape-pass-42"
 
