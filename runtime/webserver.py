@@ -58,6 +58,7 @@ import contextlib
 import heapq
 import io
 import logging
+import os
 import queue
 import selectors
 import socket
@@ -129,6 +130,10 @@ RENDER_WAIT_S = 2.0
 RETRY_AFTER_S = 1
 #: Paths answered ``OK`` without a render: liveness and readiness probes.
 HEALTH_PATHS = frozenset({"/-/healthy", READY_PATH})
+#: Niceness added to the server's threads: on a busy machine the probe's sender, not a
+#: flood's handshakes, gets the core (a TLS flood doubled the probe's CPU, and its send lag's
+#: p99.9 went from 5 to 22 ms at load 7 on 2 cores, before).
+NICE = 10
 #: Seconds ``close()`` waits for the handler threads to end (a render or a check in flight).
 CLOSE_JOIN_S = 5.0
 #: Connections looked at, per list, for one old enough to evict.
@@ -291,6 +296,7 @@ class MetricsServer:
 
     def _loop(self) -> None:
         """Accept, handshake, read heads and write responses until ``close()``."""
+        _yield_cpu()
         try:
             while not self._closing.is_set():
                 timeout = _POLL_S
@@ -580,6 +586,7 @@ class MetricsServer:
 
     def _work(self) -> None:
         """A handler thread: complete requests in, responses out to the loop."""
+        _yield_cpu()
         while True:
             item = self._requests.get()
             with self._lock:
@@ -660,6 +667,13 @@ class MetricsServer:
 
     #: the socketserver spelling (the probe's agent stops its server with it)
     shutdown = close
+
+
+def _yield_cpu() -> None:
+    """Lower this thread's scheduling priority by ``NICE`` (Linux: a thread is a task)."""
+    tid = threading.get_native_id()
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + NICE))
 
 
 def _priority(step: tuple[_Conn, int]) -> tuple[int, int]:
