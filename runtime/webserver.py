@@ -670,10 +670,11 @@ class MetricsServer:
 
 
 def _yield_cpu() -> None:
-    """Lower this thread's scheduling priority by ``NICE`` (Linux: a thread is a task)."""
-    tid = threading.get_native_id()
+    """This thread's niceness: the process's (its main thread's) plus ``NICE`` (Linux: a thread
+    is a task; one started by a niced thread inherits its niceness, so the base is the main's)."""
     with contextlib.suppress(OSError, AttributeError):
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + NICE))
+        base = os.getpriority(os.PRIO_PROCESS, os.getpid())
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, base + NICE))
 
 
 def _priority(step: tuple[_Conn, int]) -> tuple[int, int]:
