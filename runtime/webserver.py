@@ -136,8 +136,6 @@ HEALTH_PATHS = frozenset({"/-/healthy", READY_PATH})
 NICE = 10
 #: Seconds ``close()`` waits for the handler threads to end (a render or a check in flight).
 CLOSE_JOIN_S = 5.0
-#: Connections looked at, per list, for one old enough to evict.
-_VICTIM_LOOKS = 64
 #: Bytes handed to one ``send``.
 _SEND_CHUNK = 256 * 1024
 #: Seconds between looks for an evictable connection while the cap holds new ones back.
@@ -391,12 +389,10 @@ class MetricsServer:
         else the oldest whose bytes wait on the loop, else the oldest stalled writer."""
         now = time.monotonic()
         born_by = now - EVICT_MIN_AGE_S
-        for incomplete in (self._idle, self._pending):
-            for looked, conn in enumerate(incomplete):
+        for incomplete in (self._idle, self._pending):  # at most the cap: ~30 µs
+            for conn in incomplete:
                 if conn.born <= born_by:
                     return conn
-                if looked >= _VICTIM_LOOKS:
-                    break
         stalled = now - STALLED_WRITE_S
         return next((c for c in self._writing if c.progress_at <= stalled), None)
 
