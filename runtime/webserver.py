@@ -130,10 +130,12 @@ RENDER_WAIT_S = 2.0
 RETRY_AFTER_S = 1
 #: Paths answered ``OK`` without a render: liveness and readiness probes.
 HEALTH_PATHS = frozenset({"/-/healthy", READY_PATH})
-#: Niceness added to the server's threads: on a busy machine the probe's sender, not a
-#: flood's handshakes, gets the core (a TLS flood doubled the probe's CPU, and its send lag's
-#: p99.9 went from 5 to 22 ms at load 7 on 2 cores, before).
-NICE = 10
+#: Niceness added to the server's threads, so that on a busy core the probe's sender, not a
+#: flood's handshakes, runs first: a TLS flood doubled the probe's CPU, and its send lag's p99.9
+#: went from 5 to 22 ms (load 7, 2 cores). Not 10: that starved the server behind other
+#: processes' work (a scrape took 2.1 s at load 13); in a container the niceness only ranks the
+#: process's own threads.
+NICE = 5
 #: Seconds ``close()`` waits for the handler threads to end (a render or a check in flight).
 CLOSE_JOIN_S = 5.0
 #: Bytes handed to one ``send``.
