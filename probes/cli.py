@@ -17,6 +17,7 @@ FLAGS = (
     "topic",
     "echo_topic",
     "rate",
+    "schedule",
     "size",
     "cluster",
     "probe_id",

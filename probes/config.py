@@ -82,6 +82,12 @@ class ProbeConfig(StageConfig):
     topic: str = setting("nines.probe", help="probe topic")
     echo_topic: str = setting("nines.echoes", help="echo topic")
     rate: float = setting(100.0, help="messages per second per partition")
+    #: staggered: partition i of n sends i / (rate × n) after partition 0; aligned: every
+    #: partition on one tick, so the partitions a broker leads share a produce request
+    #: (docs/brokers.md, "One tick or staggered")
+    schedule: Literal["staggered", "aligned"] = setting(
+        "staggered", help="staggered: partitions send in turn; aligned: on one shared tick"
+    )
     size: int = setting(512, unit="size", note="max 1MiB", help="payload bytes")
     cluster: str = setting("default", help="name of the probed cluster, its label")
     probe_id: str = setting(
