@@ -51,7 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "INTENDED send time, consumes them back, and publishes one echo record per message to "
         "the echo topic, in v2 batches (one Kafka message per 1,000 records or 100 ms; "
         "--echo-format v1: one JSON message per record). A broker stall is counted for every "
-        "message that should have been sent during it. Limits: size <= 1 MiB, total rate <= 20,000 msgs/s.",
+        "message that should have been sent during it. Limits: size <= 1 MiB, total rate <= "
+        "20,000 msgs/s.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
