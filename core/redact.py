@@ -10,6 +10,10 @@ demo's screen. What it hides:
   name the fix), a token with no user (``nats://<redacted>@host``), passwords that hold ``@`` or
   ``:`` (everything up to the last ``@`` of the authority is user info), and a scheme-less
   ``user:password@host`` (a Kafka bootstrap written with credentials);
+- every secret a setting held (:func:`remember`, :func:`remember_url`): a URL's password is cut
+  by the URL's structure where the URL is known (:func:`redact_url`), and wherever else it is
+  echoed (a client library's exception, a validation error quoting the input), whatever
+  characters it holds: spaces, tabs, quotes or newlines end no pattern here;
 - the value of every secret-named key (:data:`SECRET_KEY`: ``sasl.password``, ``password``,
   ``token``, ``ssl.key.password``, ``basic_auth_users`` ...) written as ``'key': value``,
   ``"key": value`` or ``key=value``, at any depth of a dict's repr or JSON;
@@ -21,6 +25,7 @@ Pure functions, no I/O: imports only the standard library.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
@@ -29,6 +34,7 @@ import traceback
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import quote, unquote
 
 REDACTED = "<redacted>"
 
@@ -40,8 +46,15 @@ SECRET_KEY = re.compile(
 )
 _KEY_CHARS = r"[\w.\-]*"
 _SECRET_KEY_TEXT = rf"{_KEY_CHARS}(?:{SECRET_KEY.pattern}){_KEY_CHARS}"
-#: ``scheme://USERINFO@``: USERINFO runs to the last ``@`` before whitespace or a quote.
+#: ``scheme://USERINFO@``: USERINFO runs to the last ``@`` before whitespace or a quote (free
+#: text says no more; a URL known as such is cut by structure, and its secret remembered).
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][\w+.\-]*://)([^\s'\"<>`]*)@")
+#: A secret shorter than this is not hidden wherever it occurs (it would blank common words);
+#: :func:`redact_url` still cuts it out of its URL by structure.
+MIN_REMEMBERED = 4
+_remembered: set[str] = set()
+_remembered_lock = threading.Lock()
+_remembered_pattern: list[re.Pattern[str] | None] = [None]
 #: ``user:PASSWORD@host`` without a scheme (a Kafka bootstrap written with credentials).
 _BARE_USERINFO = re.compile(r"(?<![\w/:@.\-])([\w.+%\-]+):(?!//)([^\s'\"<>`]*)@(?=[\w\[])")
 #: A quoted secret-named key and its value: ``'sasl.password': 'x'``, ``"token": 5``,
@@ -74,10 +87,79 @@ def _hide_value(match: re.Match[str]) -> str:
     return f"{match.group('key')}{REDACTED}"
 
 
+def _quoted_forms(text: str) -> set[str]:
+    """How ``text`` reads inside a Python repr (either quote) or a JSON string."""
+    escaped = text.encode("unicode_escape").decode("ascii")
+    return {
+        repr(text)[1:-1],
+        escaped.replace("'", "\\'"),
+        escaped.replace('"', '\\"'),
+        json.dumps(text)[1:-1],
+        json.dumps(text, ensure_ascii=False)[1:-1],
+    }
+
+
+def remember(secret: str) -> None:
+    """Hide ``secret`` (and its percent-decoded form) in every line from now on, wherever it
+    occurs: for a value known to be secret that a library or an error may echo."""
+    forms: set[str] = set()
+    for raw in {secret, unquote(secret)}:
+        forms |= {raw, quote(raw, safe=""), *_quoted_forms(raw)}
+    with _remembered_lock:
+        new = {f for f in forms if len(f) >= MIN_REMEMBERED} - _remembered
+        if new:
+            _remembered.update(new)
+            alternatives = sorted(_remembered, key=len, reverse=True)
+            _remembered_pattern[0] = re.compile("|".join(map(re.escape, alternatives)))
+
+
+def _userinfo_of(url: str) -> tuple[str, str, str, str] | None:
+    """``(scheme://, user, secret, rest)`` of a URL with user info, cut by structure: the user
+    info is everything between ``://`` and the last ``@`` (a secret may hold any character)."""
+    scheme, sep, rest = url.partition("://")
+    at = rest.rfind("@")
+    if not sep or at < 0 or not re.fullmatch(r"[A-Za-z][\w+.\-]*", scheme.strip()):
+        return None
+    user, colon, password = rest[:at].partition(":")
+    if not (user and colon and password):  # a token, or ``token:``: all of it is secret
+        user, password = "", rest[:at]
+    return f"{scheme}://", user, password, rest[at + 1 :]
+
+
+def remember_url(url: str) -> None:
+    """Remember the secret of a URL's user info (see :func:`remember`); no-op without one."""
+    parts = _userinfo_of(url)
+    if parts is not None:
+        remember(parts[2])
+        if not parts[1]:
+            remember(parts[2].removesuffix(":"))
+
+
+def remember_value(value: str) -> None:
+    """Remember a resolved secret: a URL's user info only (its host names the fix), else all."""
+    if _userinfo_of(value) is not None:
+        remember_url(value)
+    else:
+        remember(value)
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its user info's secret hidden by the URL's structure (whatever characters the
+    secret holds: the regex of :func:`redact_text` stops at a space), then redacted as text."""
+    parts = _userinfo_of(url)
+    if parts is not None:
+        head, user, _, rest = parts
+        url = f"{head}{user}:{REDACTED}@{rest}" if user else f"{head}{REDACTED}@{rest}"
+    return redact_text(url)
+
+
 def redact_text(text: str) -> str:
     """``text`` with every secret this module knows hidden (see the module docstring)."""
     if not text:
         return text
+    remembered = _remembered_pattern[0]
+    if remembered is not None:
+        text = remembered.sub(REDACTED, text)
     text = _WHOLE_DOCUMENT.sub(
         lambda m: "(got a mapping)" if m.group(0).startswith("(") else "input_value={…}", text
     )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from core.config import ConfigError
+from core.redact import remember_value
 
 if TYPE_CHECKING:
     from core.sla import SlaConfig
@@ -61,21 +62,24 @@ def resolve_secret(value: str) -> str:
     """``value`` with an ``env:VAR`` or ``file:PATH`` reference resolved (anything else as is).
 
     An unset variable or an unreadable file is a ConfigError that shows the variable name or the
-    file path, never a secret.
+    file path, never a secret; a resolved value is remembered by the redactor (``remember``).
     """
     if value.startswith("env:"):
         name = value[4:]
         if name not in os.environ:
             raise ConfigError(f"environment variable {name} is not set")
+        remember_value(os.environ[name])
         return os.environ[name]
     if value.startswith("file:"):
         path = value[5:]
         try:
-            return Path(path).read_text().strip()
+            secret = Path(path).read_text().strip()
         except OSError as exc:
             raise ConfigError(f"cannot read file {path}: {exc.strerror}") from None
         except UnicodeDecodeError:
             raise ConfigError(f"file {path} is not UTF-8 text") from None
+        remember_value(secret)
+        return secret
     return value
 
 
