@@ -15,25 +15,31 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from core import safe_yaml
 from core.config import ConfigError
 from core.redact import remember_value
+from runtime.files import MAX_CONFIG_BYTES, MAX_SECRET_BYTES, read_text_bounded
 
 if TYPE_CHECKING:
     from core.sla import SlaConfig
 
 
 def load_yaml(path: str | Path | None) -> dict[str, Any]:
-    """The YAML document at ``path`` as a mapping ({} for None)."""
+    """The YAML document at ``path`` as a mapping ({} for None): a regular file within its cap
+    (``runtime.files``), loaded within the alias, depth and duplicate-key rules of
+    ``core.safe_yaml``."""
     if path is None:
         return {}
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text_bounded(path, MAX_CONFIG_BYTES)
     except OSError as exc:
         raise ConfigError(f"config: cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"config: {path} is not UTF-8 text (byte {exc.start})") from None
     try:
-        data = yaml.safe_load(text) or {}
+        data = safe_yaml.load(text) or {}
+    except safe_yaml.RefusedYaml as exc:
+        raise ConfigError(f"config: {path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"config: {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
@@ -73,7 +79,7 @@ def resolve_secret(value: str) -> str:
     if value.startswith("file:"):
         path = value[5:]
         try:
-            secret = Path(path).read_text().strip()
+            secret = read_text_bounded(path, MAX_SECRET_BYTES).strip()
         except OSError as exc:
             raise ConfigError(f"cannot read file {path}: {exc.strerror}") from None
         except UnicodeDecodeError:
