@@ -30,4 +30,10 @@ def printable(text: str) -> str:
     return _UNSAFE.sub(_escape, text)
 
 
-__all__ = ["printable"]
+def printable_lines(text: str) -> str:
+    """:func:`printable`, but keeping line ends and tabs: for a log record or a traceback, whose
+    lines are meant (a CR, which rewrites the line on a terminal, is escaped)."""
+    return _UNSAFE.sub(lambda m: m.group(0) if m.group(0) in "\n\t" else _escape(m), text)
+
+
+__all__ = ["printable", "printable_lines"]

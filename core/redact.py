@@ -20,7 +20,8 @@ demo's screen. What it hides:
 - a client library's quoted values (librdkafka: ``Invalid value "hunter2" for ...``);
 - a whole document quoted back by a validation error (``(got {...})``, ``input_value={...}``).
 
-Pure functions, no I/O: imports only the standard library.
+Pure functions, no I/O: imports only the standard library (and ``core.printable``, which
+escapes the control characters of every log record).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote, unquote
+
+from core.printable import printable, printable_lines
 
 REDACTED = "<redacted>"
 
@@ -186,6 +189,13 @@ def redact_mapping(value: Any) -> Any:
     return value
 
 
+def _printable_args(args: Any) -> Any:
+    """A log record's arguments with their strings escaped (``core.printable``)."""
+    if isinstance(args, Mapping):
+        return {k: printable(v) if isinstance(v, str) else v for k, v in args.items()}
+    return tuple(printable(a) if isinstance(a, str) else a for a in args)
+
+
 class RedactingRecord(logging.LogRecord):
     """A log record whose message, exception and stack text are redacted (whatever the handler)."""
 
@@ -193,14 +203,20 @@ class RedactingRecord(logging.LogRecord):
         super().__init__(*args, **kwargs)
         if self.exc_info and self.exc_info[0] is not None:
             # formatters use a set exc_text as is: the traceback is redacted once, here
-            self.exc_text = redact_text("".join(traceback.format_exception(*self.exc_info)))
+            text = "".join(traceback.format_exception(*self.exc_info))
+            self.exc_text = printable_lines(redact_text(text))
             self.exc_text = self.exc_text.rstrip("\n")
         if self.stack_info:
             self.stack_info = redact_text(self.stack_info)
 
     def getMessage(self) -> str:
-        """The formatted message, redacted."""
-        return redact_text(super().getMessage())
+        """The formatted message, redacted, its control characters escaped: all of them in the
+        arguments (a label from an echo or an archive must neither drive the terminal nor forge
+        a log line), all but line ends and tabs in the message itself."""
+        msg = str(self.msg)
+        if self.args:
+            msg = msg % _printable_args(self.args)
+        return printable_lines(redact_text(msg))
 
 
 class RedactingFilter(logging.Filter):
@@ -209,7 +225,7 @@ class RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         """Replace the record's message with its redacted text."""
         if not isinstance(record, RedactingRecord):
-            record.msg, record.args = redact_text(record.getMessage()), None
+            record.msg, record.args = printable_lines(redact_text(record.getMessage())), None
         return True
 
 

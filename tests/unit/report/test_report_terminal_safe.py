@@ -9,6 +9,8 @@ the HTML page holds neither a raw control character nor raw markup from a label.
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 import subprocess
 import sys
@@ -22,6 +24,7 @@ from hypothesis import strategies as st
 
 from core.hdr import HdrLayout, SparseHistogram
 from core.printable import printable
+from core.redact import install
 from core.windows import SeriesKey, WindowHistogram
 from streaming.archive import write_windows
 
@@ -59,6 +62,25 @@ def test_printable_escapes_every_unsafe_character_and_keeps_the_rest(text: str) 
     at = 0
     for escape in named:
         at = shown.index(escape, at) + len(escape)
+
+
+@settings(max_examples=200, deadline=None)
+@given(hostile)
+def test_log_records_escape_control_characters_but_keep_their_lines(label: str) -> None:
+    install()
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    log = logging.getLogger("nines.test.printable")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        log.warning("series %s dropped\nsecond line", label)
+    finally:
+        log.removeHandler(handler)
+    text = stream.getvalue()
+    # the label cannot forge a line: only the message's own line ends stay
+    assert text == f"series {printable(label)} dropped\nsecond line\n", repr(text)
+    assert not any(unsafe(c) for c in text if c != "\n")
 
 
 LABELS = [
