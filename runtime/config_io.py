@@ -18,7 +18,13 @@ import yaml
 from core import safe_yaml
 from core.config import ConfigError
 from core.redact import remember_value
-from runtime.files import MAX_CONFIG_BYTES, MAX_SECRET_BYTES, read_text_bounded
+from runtime.files import (
+    MAX_CONFIG_BYTES,
+    MAX_PEM_BYTES,
+    MAX_SECRET_BYTES,
+    open_regular,
+    read_text_bounded,
+)
 
 if TYPE_CHECKING:
     from core.sla import SlaConfig
@@ -96,9 +102,30 @@ def resolve_secrets(settings: Mapping[str, str], field: str = "kafka") -> dict[s
     for key, value in settings.items():
         try:
             out[key] = resolve_secret(value)
+            if _is_client_file(key, out[key]):
+                check_client_file(out[key])
         except ConfigError as exc:
             raise ConfigError(f"{field}.{key}: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"{field}.{key}: cannot read {out[key]}: {exc.strerror}") from None
     return out
+
+
+def _is_client_file(key: str, value: str) -> bool:
+    """Whether a librdkafka setting names a file it will open (``ssl.ca.location``, a keytab);
+    ``probe`` asks librdkafka to find the system CAs itself."""
+    key = key.strip().lower()
+    return key.endswith((".location", ".keytab")) and value.strip() not in ("", "probe")
+
+
+def check_client_file(path: str) -> None:
+    """Refuse, before librdkafka opens it, a file that would block it or fill its memory (a
+    FIFO, a device, a file over the PEM cap); a directory is a CA path, and a missing file is
+    left to librdkafka's own message."""
+    try:
+        os.close(open_regular(path, MAX_PEM_BYTES))
+    except (FileNotFoundError, IsADirectoryError):
+        return
 
 
 def load_sla(path: str | Path) -> SlaConfig:

@@ -319,6 +319,22 @@ def test_a_file_secret_that_is_a_fifo_or_a_device_is_refused(tmp_path: Path) -> 
         assert f"kafka.sasl.password: cannot read file {path}: {KIND_REASONS[kind]}" in result.err
 
 
+@pytest.mark.parametrize("command", ["probe", "stream"])
+def test_a_client_file_that_is_a_fifo_or_a_device_is_refused(command: str, tmp_path: Path) -> None:
+    """librdkafka would block on a FIFO named as its CA file, or read a device for ever."""
+    for kind in ("fifo", "zero"):
+        where = tmp_path / kind
+        where.mkdir()
+        path = prepare_input(kind, where)
+        config = f"{command}:\n  kafka:\n    ssl.ca.location: {path}\n"
+        config += "    security.protocol: SSL\n"
+        t0 = time.monotonic()
+        result = run(Case("bounded", command, ("--bootstrap", LISTENER), config, ""))
+        assert time.monotonic() - t0 < BOUND_S
+        assert result.code == 2 and len(result.err.splitlines()) == 1, result
+        assert f"ssl.ca.location: cannot read {path}: {KIND_REASONS[kind]}" in result.err, result
+
+
 def test_a_ready_file_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
     path = prepare_input("fifo", tmp_path)
     case = Case("bounded", "broker", ("ctl", "--ready-file", str(path), "pid", "0"), None, "")
