@@ -134,8 +134,9 @@ def remember_url(url: str) -> None:
     parts = _userinfo_of(url)
     if parts is not None:
         remember(parts[2])
-        if not parts[1]:
+        if not parts[1]:  # ``token:`` or ``:password`` (no user): the token or password alone
             remember(parts[2].removesuffix(":"))
+            remember(parts[2].removeprefix(":"))
 
 
 def remember_value(value: str) -> None:

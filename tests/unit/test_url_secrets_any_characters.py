@@ -39,7 +39,7 @@ def closed_port() -> int:
 
 
 def url(scheme: str, password: str, port: int, user: str | None = "probe") -> str:
-    userinfo = f"{user}:{password}" if user else password
+    userinfo = password if user is None else f"{user}:{password}"  # "": ``:password``
     return f"{scheme}://{userinfo}@127.0.0.1:{port}/"
 
 
@@ -63,9 +63,11 @@ def test_redact_url_cuts_by_structure(password: str, scheme: str, user: str | No
 
 
 @settings(max_examples=120, deadline=None)
-@given(passwords, st.sampled_from(TRANSPORTS))
-def test_a_remembered_password_is_hidden_wherever_it_is_quoted(password: str, scheme: str) -> None:
-    target = url(scheme, password, 6379)
+@given(passwords, st.sampled_from(TRANSPORTS), st.sampled_from([None, "", "probe"]))
+def test_a_remembered_password_is_hidden_wherever_it_is_quoted(
+    password: str, scheme: str, user: str | None
+) -> None:
+    target = url(scheme, password, 6379, user)
     remember_url(target)
     for text in (
         f"cannot connect: {target}",
