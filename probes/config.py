@@ -14,11 +14,11 @@ from core.config import (
     kafka_bootstrap,
     kafka_topic_name,
     label,
-    redact_url,
     tcp_port,
 )
 from core.echo_v2 import MAX_BATCH_ECHOES
 from core.kafka_conf import ProbeKafka
+from core.redact import redact_url, remember_url
 from core.settings import setting
 from core.units import parse_duration_s, parse_rate, parse_size_bytes
 from runtime.config_io import resolve_secret, resolve_secrets
@@ -50,6 +50,7 @@ def _check_url(url: str) -> str:
     """A nats://, redis:// or amqp:// URL with a host and a valid port; the error hides secrets."""
     from urllib.parse import urlsplit
 
+    remember_url(url)  # a library's error may quote its password, whatever it holds
     shown = redact_url(url)
     if system_of(url) == "?":
         raise ValueError(
