@@ -231,6 +231,45 @@ def pressure_case(
         broker.stop()
 
 
+def rss_mib(pid: int) -> int:
+    """Resident memory of ``pid`` now, MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) // 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def memory_stall(stall_s: float = 60.0, total_rate: float = 20_000.0) -> dict[str, Any]:
+    """Peak resident memory of ``nines probe`` at ``total_rate`` through a ``stall_s`` stall of
+    the whole cluster (the mock, SIGSTOP) and 40 s after: what the chart's memory limit must
+    hold (issue 31: 60 s at 20,000 msgs/s, the probe's hard limit)."""
+    from monitor.processes import probe_argv
+    from testbroker import EmbeddedBroker
+
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+        summary = Path(tmp) / "summary.json"
+        argv = probe_argv(broker.bootstrap, "memory", "--rate", f"{total_rate / 3:g}",
+                          "--summary-file", str(summary))  # fmt: skip
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(10)
+        before = rss_mib(proc.pid)
+        broker.pause()
+        t0, peak = time.monotonic(), before
+        while time.monotonic() - t0 < stall_s:
+            time.sleep(1)
+            peak = max(peak, rss_mib(proc.pid))
+        broker.resume()
+        t1 = time.monotonic()
+        while time.monotonic() - t1 < 40:
+            time.sleep(1)
+            peak = max(peak, rss_mib(proc.pid))
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+        totals = json.loads(summary.read_text())
+    return {"rate_total": total_rate, "stall_s": stall_s, "size": 512, "rss_before_mib": before,
+            "rss_peak_mib": peak, "totals": totals, "load": os.getloadavg()[0]}  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engines", default="mock,kafka")
@@ -241,7 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-states", action="store_true", help="healthy figures only")
     ap.add_argument("--linger-ms", help="the probe producer's linger.ms (default the probe's)")
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--memory", action="store_true", help="only the 60 s stall's memory")
     args = ap.parse_args(argv)
+    if args.memory:
+        result = memory_stall()
+        print(json.dumps(result), flush=True)
+        (RESULTS.parent / "probe_memory.json").write_text(json.dumps(result, indent=1) + "\n")
+        return 0
     results = []
     for engine in args.engines.split(","):
         for fmt in args.formats.split(","):

@@ -166,7 +166,7 @@ def _pressure(quick: bool) -> None:
     from bench.probe_pressure import main as pressure
 
     args = ["--engines", "mock", "--formats", "v2", "--per-broker", "3"] if quick else []
-    if pressure(args) != 0:
+    if pressure(args) != 0 or (not quick and pressure(["--memory"]) != 0):
         raise RuntimeError("bench.probe_pressure failed")
 
 
