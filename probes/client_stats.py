@@ -14,10 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-#: How often each client emits its statistics. Parsing one document costs about 0.1 ms of
-#: CPU (3 brokers, 9 partitions; docs/metrics.md, "Cost"), so at 1 s the three clients cost
-#: under 0.1 % of a core; 1 s keeps librdkafka's RTT window (one interval) short enough that a
-#: slow broker shows within a few seconds.
+#: How often each client emits its statistics. Parsing one document costs 0.2-0.3 ms of CPU
+#: (3 to 30 partitions), so three clients at 1 s cost under 0.1 % of a core (docs/metrics.md,
+#: "The probe's own cost"); a 1 s window shows a slow broker's RTT within a few seconds.
 STATS_INTERVAL_MS = 1000
 
 #: A client whose last reading is older than this many intervals shows no round-trip gauge (a
