@@ -183,20 +183,25 @@ def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
 
 
 def serve(
-    snapshot: Callable[[], dict[str, Any]], host: str, port: int, web: WebConfig | None = None
+    snapshot: Callable[[], dict[str, Any]],
+    host: str,
+    port: int,
+    web: WebConfig | None = None,
+    clients: ClientStats = CLIENT_STATS,
 ) -> MetricsServer:
     """Serve /metrics from a registry of its own; the server (``close()`` stops it).
 
     The exporter's server (``runtime.webserver``: timeouts, bounded renderers, TLS off the accept
     thread), with the web config's TLS and basic auth, rendering the registry per scrape, in the
     protobuf format for a scraper that asks for it (a Prometheus with native histograms on asks
-    every target for it).
+    every target for it). ``clients``: where the Kafka clients' statistics arrive (the
+    process's, unless a test brings its own).
     """
     from prometheus_client import CollectorRegistry, generate_latest
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ProbeCollector(snapshot))
-    registry.register(SelfCollector(snapshot, CLIENT_STATS))
+    registry.register(SelfCollector(snapshot, clients))
     return MetricsServer(
         lambda: generate_latest(registry),
         host,

@@ -77,7 +77,7 @@ def panels() -> list[object]:
                     "{{cluster}} {{client}} broker {{broker}} RTT p99",
                 ),
                 (
-                    f'max by (cluster, broker) (nines_broker_latency_seconds{{{CLUSTER}, '
+                    f"max by (cluster, broker) (nines_broker_latency_seconds{{{CLUSTER}, "
                     f'kind="e2e", window="$window", q="0.99"}})',
                     "{{cluster}} broker {{broker}} e2e p99",
                 ),

@@ -49,10 +49,14 @@ def test_probe_exports_its_cost_and_a_slow_brokers_rtt(
     try:
         probe.ready()
         interval_s = STATS_INTERVAL_MS / 1000
+
         # the slow broker's RTT within a few statistics windows of the probe being up
         def slow_rtt() -> float | None:
             got = one(
-                scrape(probe.port), "nines_probe_client_rtt_p99_seconds", client="producer", broker="1"
+                scrape(probe.port),
+                "nines_probe_client_rtt_p99_seconds",
+                client="producer",
+                broker="1",
             )
             return got if got is not None and got >= 0.2 else None
 
