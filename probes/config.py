@@ -82,6 +82,12 @@ class ProbeConfig(StageConfig):
     topic: str = setting("nines.probe", help="probe topic")
     echo_topic: str = setting("nines.echoes", help="echo topic")
     rate: float = setting(100.0, help="messages per second per partition")
+    #: staggered: partition i of n sends i / (rate × n) after partition 0; aligned: every
+    #: partition on one tick, so the partitions a broker leads share a produce request
+    #: (docs/brokers.md, "One tick or staggered")
+    schedule: Literal["staggered", "aligned"] = setting(
+        "staggered", help="staggered: partitions send in turn; aligned: on one shared tick"
+    )
     size: int = setting(512, unit="size", note="max 1MiB", help="payload bytes")
     cluster: str = setting("default", help="name of the probed cluster, its label")
     probe_id: str = setting(
@@ -91,7 +97,7 @@ class ProbeConfig(StageConfig):
     echo_buffer: int = setting(100_000, help="echo records queued for the echo cluster")
     #: v1: one JSON echo per Kafka message; v2: batches (docs/echo-format.md)
     echo_format: Literal["v1", "v2"] = setting(
-        "v1", help="v1: one JSON echo per message; v2: batches"
+        "v2", help="v2: batches of echoes (default); v1: one JSON echo per message"
     )
     #: v2 only: a batch is sent at this many records, and at least every 100 ms
     echo_batch: int = setting(1000, help="v2 only: records a batch is sent at")
@@ -305,6 +311,13 @@ class ProbeConfig(StageConfig):
         producer = {
             "linger.ms": 0,
             "acks": "all",
+            # Not idempotent: once a partition's 5 requests are in flight to a slow broker,
+            # librdkafka 2.16's idempotent producer polls its socket with a 0 ms timeout until
+            # one returns (rdkafka_broker.c computes the wake-up before it applies the window):
+            # 0.89 of a core at 300 msgs/s and a 200 ms RTT, 0.02 without (docs/brokers.md). A
+            # duplicate or reordered probe message after a retry costs nothing: the tracker
+            # counts it (``duplicates``, ``out_of_order``) and measures each copy once.
+            "enable.idempotence": False,
             "message.timeout.ms": int(self.loss_timeout * 1000) + DELIVERY_MARGIN_MS,
             **user,
             "bootstrap.servers": self.bootstrap,
@@ -322,10 +335,6 @@ class ProbeConfig(StageConfig):
             "acks": "all",
             "enable.idempotence": True,
         }
-        # with acks=all (the default), retries through a leader change neither duplicate nor
-        # reorder probe messages; a user's acks=1 or 0 turns that off, as librdkafka requires
-        if str(producer["acks"]).lower() in ("all", "-1") and "enable.idempotence" not in user:
-            producer["enable.idempotence"] = True
         consumer = {
             # Real Kafka answers a fetch as soon as a byte arrives; this bounds how long an idle
             # fetch is held, and so what a broker that parks every fetch for the whole wait (the
