@@ -1,13 +1,14 @@
 """librdkafka's statistics of the probe's Kafka clients: requests and round trips per broker.
 
 Each client emits a JSON document every :data:`STATS_INTERVAL_MS` through its ``stats_cb``,
-served from the thread that polls it. :class:`ClientStats` keeps the latest reading of each
-client handle; the probe's /metrics (``probes.metrics``) reads it per scrape.
+served from the thread that polls it. :class:`ClientStats` keeps the latest document of each
+client handle; the probe's /metrics (``probes.metrics``) parses and reads it per scrape.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -15,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 #: How often each client emits its statistics. Parsing one document costs 0.2-0.3 ms of CPU
-#: (3 to 30 partitions), so three clients at 1 s cost under 0.1 % of a core (docs/metrics.md,
-#: "The probe's own cost"); a 1 s window shows a slow broker's RTT within a few seconds.
+#: (3 to 30 partitions), and is done per scrape, not per document; librdkafka building them
+#: costs about 0.1 % of a core at 1 s (docs/metrics.md, "The probe's own cost"). A 1 s window
+#: shows a slow broker's RTT within a few seconds.
 STATS_INTERVAL_MS = 1000
 
 #: A client whose last reading is older than this many intervals shows no round-trip gauge (a
@@ -95,12 +97,29 @@ class ClientReading:
     brokers: dict[str, BrokerReading]
 
 
+#: A handle's name, the first field librdkafka writes, found without parsing the document.
+_NAME = re.compile(r'"name":\s*"((?:[^"\\]|\\.)*)"')
+
+
+@dataclass
+class _Latest:
+    """A handle's latest document, parsed on first read (at a scrape, never on its client's
+    poll thread)."""
+
+    client: str
+    at_s: float
+    document: str
+    brokers: dict[str, BrokerReading] | None = None
+
+
 class ClientStats:
     """The latest statistics of every client handle, by the probe's name for the client.
 
-    Readings of a closed handle stay, so counters summed over a client's handles never go down
-    (the probe opens a consumer per partition set it adds). Thread-safe: each ``stats_cb`` runs
-    on the thread that polls its client.
+    A ``stats_cb`` runs on the thread that polls its client (the probe's ack and receive
+    threads, which stamp times): it only keeps the document, a few microseconds; the JSON is
+    parsed when /metrics is read, once per document. Readings of a closed handle stay, so
+    counters summed over a client's handles never go down (the probe opens a consumer per
+    partition set it adds). Thread-safe.
     """
 
     def __init__(
@@ -111,8 +130,8 @@ class ClientStats:
         self.interval_ms = interval_ms
         self._clock = clock
         self._lock = threading.Lock()
-        self._handles: dict[str, ClientReading] = {}
-        #: Parse errors (a document librdkafka should never send; counted, not raised into it).
+        self._handles: dict[str, _Latest] = {}
+        #: Documents that did not parse (librdkafka should never send one; counted, not raised).
         self.bad_documents = 0
 
     def settings(self, client: str) -> dict[str, Any]:
@@ -120,25 +139,34 @@ class ClientStats:
         return {"statistics.interval.ms": self.interval_ms, "stats_cb": self.callback(client)}
 
     def callback(self, client: str) -> Callable[[str], None]:
-        """A ``stats_cb`` that files each document under ``client``."""
+        """A ``stats_cb`` that keeps each document under its handle, for ``client``."""
 
         def on_stats(document: str) -> None:
-            try:
-                handle, brokers = parse_stats(document)
-            except (ValueError, TypeError, KeyError, AttributeError):
-                with self._lock:
-                    self.bad_documents += 1
-                return
-            reading = ClientReading(client, self._clock(), brokers)
+            found = _NAME.search(document, 0, 256)
+            handle = found.group(1) if found else client
+            latest = _Latest(client, self._clock(), document)
             with self._lock:
-                self._handles[handle or client] = reading
+                self._handles[handle] = latest
 
         return on_stats
 
     def readings(self) -> list[ClientReading]:
-        """Every handle's latest reading."""
+        """Every handle's latest reading (parsing the documents that came since the last call)."""
         with self._lock:
-            return list(self._handles.values())
+            latest = list(self._handles.values())
+        out = []
+        for entry in latest:
+            brokers = entry.brokers
+            if brokers is None:
+                try:
+                    brokers = parse_stats(entry.document)[1]
+                except (ValueError, TypeError, KeyError, AttributeError):
+                    with self._lock:
+                        self.bad_documents += 1
+                    brokers = {}
+                entry.brokers = brokers  # a benign race: two scrapes may both parse it
+            out.append(ClientReading(entry.client, entry.at_s, brokers))
+        return out
 
     def totals(self) -> dict[tuple[str, str], BrokerReading]:
         """(client, broker) → counters summed over the client's handles; the RTT only from

@@ -1,11 +1,13 @@
 """What librdkafka's statistics cost the probe, by ``statistics.interval.ms``: the Python
-callback (JSON parse, per document) and librdkafka's ``rdk:main`` threads, which build the JSON.
+callback (it keeps the document), the parse a scrape does, and librdkafka's ``rdk:main``
+threads, which build the JSON.
 
 A probe in this process (``ProbeAgent``, 300 msgs/s on each of the mock's 3 partitions: 900
 msgs/s) runs for ``SECONDS`` per setting, off (no statistics) first; each client's ``stats_cb``
 is timed with ``time.thread_time()``, and the ``rdk:main`` threads' CPU is read from
-``/proc/self/task/*/stat``. Prints one line per setting; ``make bench`` runs it
-(``-s`` shows the lines). docs/metrics.md quotes the figures.
+``/proc/self/task/*/stat``. Prints one line per setting: run it with
+``pytest tests/bench/test_client_stats_cost.py -m bench -s`` (about 2 minutes; not in
+``bench.run``'s list). docs/metrics.md quotes the figures.
 """
 
 from __future__ import annotations
@@ -81,12 +83,16 @@ def run(bootstrap: str, interval_ms: int, monkeypatch: pytest.MonkeyPatch) -> di
         spent0, docs0 = stats.spent_s, stats.documents
         time.sleep(SECONDS)
         wall = time.monotonic() - wall0
+        t = time.thread_time()
+        stats.totals()  # what a scrape parses: each handle's latest document
+        scrape_ms = 1000 * (time.thread_time() - t)
         out = {
             "interval_ms": interval_ms,
             "callback_pct": 100 * (stats.spent_s - spent0) / wall,
             "documents": stats.documents - docs0,
             "doc_kib": stats.doc_bytes / max(stats.documents, 1) / 1024,
             "per_document_ms": 1000 * (stats.spent_s - spent0) / max(stats.documents - docs0, 1),
+            "scrape_parse_ms": scrape_ms,
             "rdk_main_pct": 100 * (thread_cpu_s("rdk:main") - rdk0) / wall,
             "process_pct": 100 * (time.process_time() - cpu0) / wall,
         }
@@ -104,7 +110,9 @@ def test_statistics_callback_cost(monkeypatch: pytest.MonkeyPatch) -> None:
         print(
             f"statistics.interval.ms={r['interval_ms']}: callback {r['callback_pct']:.3f} % of "
             f"a core ({r['documents']} documents of {r['doc_kib']:.1f} KiB, "
-            f"{r['per_document_ms']:.3f} ms each), rdk:main {r['rdk_main_pct']:.2f} %, "
+            f"{r['per_document_ms']:.4f} ms each), "
+            f"parse at a scrape {r['scrape_parse_ms']:.2f} ms, "
+            f"rdk:main {r['rdk_main_pct']:.2f} %, "
             f"process {r['process_pct']:.1f} %; load {' '.join(load)}"
         )
     on = [r for r in rows if r["interval_ms"] == 1000]

@@ -83,7 +83,10 @@ def test_counters_sum_over_handles_and_never_go_down_and_a_stale_rtt_is_dropped(
     assert totals[("consumer", "1")].rtt_p99_us == first.rtt_p99_us  # the fresh handle's
     clock.now_s += STALE_INTERVALS + 1
     assert stats.totals()[("consumer", "1")].rtt_p99_us is None
-    on_stats("{not json")
+    on_stats("{not json")  # kept as it came (no parse on the client's thread), counted when read
+    assert stats.bad_documents == 0
+    stats.totals()
+    stats.totals()  # parsed once
     assert stats.bad_documents == 1
 
 
