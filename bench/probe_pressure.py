@@ -57,7 +57,7 @@ def child(config: dict[str, Any], stats_path: str) -> None:
         os.replace(tmp, stats_path)
 
     def producer(conf: dict[str, Any], *a: Any, **kw: Any) -> Any:
-        if str(conf.get("linger.ms")) == "0":  # the probe producer (the echo producer lingers)
+        if conf.get("enable.idempotence") is False:  # the probe producer (echoes': idempotent)
             conf = {**conf, "statistics.interval.ms": STATS_MS, "stats_cb": write}
         return real(conf, *a, **kw)
 
@@ -91,7 +91,15 @@ def produce_requests(stats_path: Path) -> dict[str, int]:
 class ProbeRun:
     """A child probe process and its statistics file."""
 
-    def __init__(self, bootstrap: str, topic: str, rate: float, schedule: str, fmt: str) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        rate: float,
+        schedule: str,
+        fmt: str,
+        kafka: dict[str, str] | None = None,
+    ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="nines-pressure-"))
         self.stats = self.dir / "stats.json"
         config = {
@@ -104,6 +112,7 @@ class ProbeRun:
             "schedule": schedule,
             "echo_format": fmt,
             "loss_timeout": 30,
+            "kafka": kafka or {},
         }
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         code = (
@@ -171,7 +180,13 @@ def faults(broker: Any, engine: str) -> dict[str, Callable[[], None]]:
 
 
 def pressure_case(
-    engine: str, per_broker: int, fmt: str, schedule: str, total_rate: float, states: bool
+    engine: str,
+    per_broker: int,
+    fmt: str,
+    schedule: str,
+    total_rate: float,
+    states: bool,
+    kafka: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """One broker cluster, one probe: the healthy figure, then each fault's ratio to it."""
     from testbroker import EmbeddedBroker
@@ -183,7 +198,7 @@ def pressure_case(
         topics = [("nines.probe", parts), ("nines.echoes", 1)]
     broker = EmbeddedBroker(engine=engine, brokers=brokers, topics=topics).start()
     try:
-        run = ProbeRun(broker.bootstrap, "nines.probe", total_rate / parts, schedule, fmt)
+        run = ProbeRun(broker.bootstrap, "nines.probe", total_rate / parts, schedule, fmt, kafka)
         time.sleep(SETTLE_S)
         before = produce_requests(run.stats)
         t0 = time.monotonic()
@@ -198,6 +213,7 @@ def pressure_case(
             "echo_format": fmt,
             "schedule": schedule,
             "rate_total": total_rate,
+            "kafka": kafka or {},
             "healthy_core": round(healthy, 4),
             "core_per_1000": round(healthy * 1000 / total_rate, 4),
             "produce_requests_per_s": reqs,
@@ -223,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--schedules", default="staggered,aligned")
     ap.add_argument("--rate", type=float, default=1000.0, help="msgs/s, all partitions")
     ap.add_argument("--no-states", action="store_true", help="healthy figures only")
+    ap.add_argument("--linger-ms", help="the probe producer's linger.ms (default the probe's)")
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
     results = []
@@ -232,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                 for schedule in args.schedules.split(","):
                     # the fault states once per engine and format, at 3 partitions a broker
                     states = not args.no_states and per_broker == 3 and schedule == "staggered"
-                    r = pressure_case(engine, per_broker, fmt, schedule, args.rate, states)
+                    kafka = {"linger.ms": args.linger_ms} if args.linger_ms else None
+                    r = pressure_case(engine, per_broker, fmt, schedule, args.rate, states, kafka)
                     print(json.dumps(r), flush=True)
                     results.append(r)
     Path(args.out).write_text(json.dumps(results, indent=1) + "\n")

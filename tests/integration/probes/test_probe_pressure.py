@@ -215,22 +215,35 @@ def test_ctrl_z_on_a_fresh_kafka_cluster_as_an_operator_runs_it(
     accounted(totals, assert_one_echo_per_message(echoes, 6))
     stalled_parts = sorted(p for p, b in leaders.items() if b == stalled_broker)
     t_stop_us = int(t_stop_wall * 1e6)
-    figures = {}
+    lat_s = {
+        p: np.array([e.end_to_end_us for e in echoes if e.partition == p and not e.lost]) / 1e6
+        for p in range(6)
+    }
+    figures = {
+        p: (int((lat > d_s / 2).sum()), round(float(lat.max()), 3)) for p, lat in lat_s.items()
+    }
+    healthy_lat = np.concatenate([lat_s[p] for p in range(6) if p not in stalled_parts])
+    floor_p99 = float(np.quantile(healthy_lat, 0.99))
+    slow = {
+        p: [
+            round((e.intended_us - t_stop_us) / 1e6, 2)
+            for e in echoes
+            if e.partition == p and (e.end_to_end_us or 0) > d_s / 2 * 1e6
+        ][:10]
+        for p in range(6)
+        if p not in stalled_parts
+    }
+    why = (figures, leaders, f"floor p99 {floor_p99:.3f} s", slow)
     for p in range(6):
-        lat = np.array([e.end_to_end_us for e in echoes if e.partition == p and not e.lost]) / 1e6
-        over = int((lat > d_s / 2).sum())
-        figures[p] = (over, round(float(lat.max()), 3))
+        over = figures[p][0]
         if p in stalled_parts:
-            # R·D/2 = 300 per stalled partition; the edges of the stall (signals and the
-            # broker's resumption on a loaded machine) move a few tenths of a second
-            assert abs(over - rate * d_s / 2) <= rate * 0.5, (p, figures, leaders)
-        else:
-            slow = [
-                round((e.intended_us - t_stop_us) / 1e6, 2)
-                for e in echoes
-                if e.partition == p and (e.end_to_end_us or 0) > d_s / 2 * 1e6
-            ]
-            assert over == 0, (p, figures, slow[:10], leaders)
+            # R·D/2 = 300 per stalled partition, exactly, from a stall that no probe can see
+            # shorter; above it, the broker's and the probe's recovery after SIGCONT, and this
+            # run's own floor (the check_ctrl_z tolerance: 0.5 s + floor p99 + 1/R)
+            assert rate * d_s / 2 - 0.1 * rate <= over, (p, why)
+            assert over <= rate * (d_s / 2 + 0.5 + floor_p99 + 1 / rate), (p, why)
+        else:  # the other brokers' partitions never see the stall
+            assert over == 0, (p, why)
     ratio = stall_core / healthy_core
     print(f"\nfresh Kafka CTRL+Z, broker {stalled_broker} stalled {d_s} s: (count>D/2, max s) "
           f"per partition {figures}; probe CPU {healthy_core:.3f} -> {stall_core:.3f} "
