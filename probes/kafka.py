@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kafkautil import ConnectFailures, current_leaders, describe_topic, list_offsets
+from probes.client_stats import CLIENT_STATS
 from probes.config import ProbeConfig
 from probes.transport import AckReport, Layout
 
@@ -57,6 +58,12 @@ def quiet(settings: dict[str, Any]) -> dict[str, Any]:
     return {**settings, "logger": LibrdkafkaLog()}
 
 
+def watched(clients: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The probe's client settings, each reporting librdkafka's statistics to the probe's
+    /metrics under its own name (``producer``, ``consumer``, ``echo_producer``)."""
+    return {name: {**conf, **CLIENT_STATS.settings(name)} for name, conf in clients.items()}
+
+
 class KafkaTransport:
     """Probe messages through one producer (acks served by ``serve_reports``) and one consumer."""
 
@@ -64,7 +71,7 @@ class KafkaTransport:
         from confluent_kafka import Producer
 
         self.topic, self.bootstrap = config.topic, config.bootstrap
-        self._clients = config.clients()
+        self._clients = watched(config.clients())
         self._failures = ConnectFailures()
         self._producer: Any = Producer(
             {**quiet(self._clients["producer"]), "error_cb": self._failures}
@@ -239,7 +246,7 @@ def echo_producer(config: ProbeConfig) -> Any:
     """The echo topic's producer (its buffer bounded by ``echo_buffer``)."""
     from confluent_kafka import Producer
 
-    return Producer(quiet(config.clients()["echo_producer"]))
+    return Producer(quiet(watched(config.clients())["echo_producer"]))
 
 
 def topic_admins(config: ProbeConfig) -> tuple[TopicAdmin, TopicAdmin]:
