@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from core import safe_yaml
+from runtime import safe_yaml
 from core.config import ConfigError
 from core.redact import remember_value
 from runtime.files import (
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 def load_yaml(path: str | Path | None) -> dict[str, Any]:
     """The YAML document at ``path`` as a mapping ({} for None): a regular file within its cap
     (``runtime.files``), loaded within the alias, depth and duplicate-key rules of
-    ``core.safe_yaml``."""
+    ``runtime.safe_yaml``."""
     if path is None:
         return {}
     try:

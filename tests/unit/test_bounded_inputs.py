@@ -2,7 +2,7 @@
 refused in one line, exit 2, in bounded time, through every command an operator runs.
 
 Unit level (hypothesis, widely): ``runtime.files.read_bounded`` over file kinds and sizes around
-the cap; ``core.safe_yaml.load`` over billion-laughs documents of any width and depth, nesting of
+the cap; ``runtime.safe_yaml.load`` over billion-laughs documents of any width and depth, nesting of
 any style and depth, and duplicate keys at any depth.
 
 CLI level: every file flag of every command (``--config`` of probe, stream and broker, ``--sla``
@@ -30,7 +30,7 @@ from bad_input_cases import LISTENER, Case, Fixture, problems, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import safe_yaml
+from runtime import safe_yaml
 from runtime.files import MAX_CONFIG_BYTES, RefusedFile, read_bounded
 
 ROOT = Path(__file__).resolve().parents[2]
