@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from runtime import safe_yaml
 from core.config import ConfigError
 from core.redact import remember_value
+from runtime import safe_yaml
 from runtime.files import (
     MAX_CONFIG_BYTES,
     MAX_PEM_BYTES,
