@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from kafka_cluster import consumer
 
-from core.echo import Echo, Hiccup, decode_record
+from core.echo import Echo, Hiccup
+from core.echo_v2 import decode_message
 from monitor.processes import probe_argv
 from probes.schedule import Schedule
 from testbroker.ports import free_port
@@ -60,9 +61,9 @@ def records_of(
                 if eof and m.offset() >= todo.get(m.partition(), 0):
                     todo.pop(m.partition(), None)
                 continue
-            rec = decode_record(m.value())
-            if rec.probe == probe_id:
-                (echoes if isinstance(rec, Echo) else hiccups).append(rec)
+            for rec in decode_message(m.value()):
+                if rec.probe == probe_id:
+                    (echoes if isinstance(rec, Echo) else hiccups).append(rec)
     c.close()
     return echoes, hiccups
 
