@@ -90,7 +90,7 @@ def run_flooded(broker: Cluster, tmp_path: Path, kinds: dict[str, int], tls: boo
         healthy.stop()
         flood = Flood(probe.port, kinds, duration_s=PHASE_S + 10, reopen_s=1.0, tls=tls)
         # The machine's own noise drifts (other work shares its 2 cores): the healthy figure
-        # is taken on both sides of the flood, together
+        # is taken on both sides of the flood
         with flood:
             time.sleep(1.0)  # every flood connection opened, the cap reached
             scraper = Scraper(probe.port, ca=ca, password=password, every_s=0.2).start()
@@ -109,7 +109,9 @@ def run_flooded(broker: Cluster, tmp_path: Path, kinds: dict[str, int], tls: boo
     finally:
         probe.kill()
     echoes, _ = records_of(broker.bootstrap, probe_id)
-    lag_healthy = send_lag_p999_ms(echoes, (h0, h1), (a0, a1))
+    # the healthy figure: the worse of the two sides of the flood (a p99.9 of ~2,700 sends is
+    # their 3rd largest, and the machine's own load drifts between the phases)
+    lag_healthy = max(send_lag_p999_ms(echoes, (h0, h1)), send_lag_p999_ms(echoes, (a0, a1)))
     lag_flood = send_lag_p999_ms(echoes, (f0, f1))
     print(
         f"\n{'TLS' if tls else 'plain'} flood {kinds}: {seen}; healthy scrapes "
