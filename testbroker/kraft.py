@@ -377,8 +377,9 @@ class KraftCluster:
 
         return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
 
-    def start(self) -> KraftCluster:
-        """Format every log dir, start every JVM, wait until all brokers are registered."""
+    def start(self, warm_up: bool = True) -> KraftCluster:
+        """Format every log dir, start every JVM, wait until all brokers are registered, warm
+        them up (``warm_up``)."""
         password = self.sasl.password if self.sasl is not None else None
         for node in self.nodes.values():
             node.configure(self.voters, self.replication)
@@ -390,7 +391,8 @@ class KraftCluster:
         for node in self.nodes.values():
             node.wait_listening()
         self.wait_registered(set(self.nodes))
-        self.warm_up()
+        if warm_up:
+            self.warm_up()
         return self
 
     def warm_up(self) -> None:

@@ -249,3 +249,32 @@ def test_ctrl_z_on_a_fresh_kafka_cluster_as_an_operator_runs_it(
           f"per partition {figures}; probe CPU {healthy_core:.3f} -> {stall_core:.3f} "
           f"({ratio:.2f}x)")  # fmt: skip
     assert ratio <= CPU_ASSERTED, (healthy_core, stall_core)
+
+
+def test_a_probe_on_a_cold_kafka_cluster_stays_within_its_cpu_bound(
+    require_kafka_jars: None, cli_probes: Callable[..., CliProbe]
+) -> None:
+    """The warm-up that `nines broker` does before ready must not be what keeps the probe light:
+    here the cluster says ready without it (`--no-warm-up`), the probe starts at once, and a
+    stall of one broker costs it no more than the bound against the healthy window before."""
+    topics = [("nines.probe", 6, 1), ("nines.echoes", 3, 1)]
+    with EmbeddedBroker(engine="kafka", brokers=3, topics=topics, warm_up=False) as kafka:
+        probe = cli_probes(kafka.bootstrap, "cold", "--rate", "150", "--loss-timeout", "30s")
+        time.sleep(2)
+        healthy_core = core_over(probe, FAULT_S + AFTER_S)
+        pid = kafka.broker_pid(1)
+
+        def stall() -> None:
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                time.sleep(FAULT_S)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+
+        stall_core = core_over(probe, FAULT_S + AFTER_S, during=stall)
+        totals = probe.stop()
+        echoes, _ = records_of(kafka.bootstrap, "cold", timeout_s=90)
+    accounted(totals, assert_one_echo_per_message(echoes, 6))
+    ratio = stall_core / healthy_core
+    print(f"\ncold Kafka: probe CPU {healthy_core:.3f} -> {stall_core:.3f} ({ratio:.2f}x)")
+    assert ratio <= CPU_ASSERTED, (healthy_core, stall_core)
