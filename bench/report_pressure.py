@@ -96,4 +96,23 @@ def section(results: list[dict[str, Any]]) -> str:
             f"healthy ≤ {HEALTHY_TARGET:g} of a core per 1,000 msgs/s: **{got:.3f}, {verdict}** "
             f"(load {target[0]['load']:.1f}).",
         ]
+    memory = load_memory()
+    if memory:
+        lines += [
+            "",
+            f"Memory through a {memory['stall_s']:g} s stall of the whole mock cluster at "
+            f"{memory['rate_total']:,.0f} msgs/s ({memory['size']} B, the probe's hard limit), and "
+            f"40 s after (`python -m bench.probe_pressure --memory`): resident "
+            f"{memory['rss_before_mib']:,} MiB before, peak **{memory['rss_peak_mib']:,} MiB** "
+            f"(load {memory['load']:.1f}); the chart's probe memory limit is 1536Mi.",
+        ]
     return "\n".join(lines) + "\n"
+
+
+def load_memory(path: Path = RESULTS_DIR / "probe_memory.json") -> dict[str, Any]:
+    """The memory result, or {}."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
