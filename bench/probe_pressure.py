@@ -24,7 +24,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bench.procstat import cpu_s
 
@@ -61,7 +61,7 @@ def child(config: dict[str, Any], stats_path: str) -> None:
             conf = {**conf, "statistics.interval.ms": STATS_MS, "stats_cb": write}
         return real(conf, *a, **kw)
 
-    confluent_kafka.Producer = producer  # type: ignore[misc]
+    confluent_kafka.Producer = producer  # type: ignore[misc,assignment]
     quiet_process_for_probing()
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
@@ -138,13 +138,28 @@ class ProbeRun:
         return json.loads(out.strip().splitlines()[-1])
 
 
-def window(run: ProbeRun, seconds: float, during: Callable[[], None] | None = None) -> float:
-    """CPU (fraction of a core) of the probe over ``seconds``; ``during`` runs at its start."""
+class CpuReadable(Protocol):
+    """A running process whose CPU seconds so far can be read."""
+
+    def cpu_s(self) -> float: ...
+
+
+def window(run: CpuReadable, seconds: float, during: Callable[[], None] | None = None) -> float:
+    """CPU (fraction of a core) of ``run`` over ``seconds``; ``during`` runs at its start."""
     c0, t0 = run.cpu_s(), time.monotonic()
     if during is not None:
         during()
     time.sleep(max(0.0, seconds - (time.monotonic() - t0)))
     return (run.cpu_s() - c0) / (time.monotonic() - t0)
+
+
+def stopped_for(pid: int, seconds: float) -> None:
+    """SIGSTOP ``pid`` for ``seconds``, then SIGCONT (whatever happens meanwhile)."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 def faults(broker: Any, engine: str) -> dict[str, Callable[[], None]]:
@@ -161,12 +176,7 @@ def faults(broker: Any, engine: str) -> dict[str, Callable[[], None]]:
         return go
 
     def stalled() -> None:
-        pid = broker.broker_pid(1)
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            time.sleep(FAULT_S)
-        finally:
-            os.kill(pid, signal.SIGCONT)
+        stopped_for(broker.broker_pid(1), FAULT_S)
 
     def down() -> None:
         broker.down(1)
@@ -196,7 +206,7 @@ def pressure_case(
     topics: list[Any] = [("nines.probe", parts, 1), ("nines.echoes", 1, 1)]
     if engine == "mock":  # the mock takes no replication factor
         topics = [("nines.probe", parts), ("nines.echoes", 1)]
-    broker = EmbeddedBroker(engine=engine, brokers=brokers, topics=topics).start()
+    broker = EmbeddedBroker(engine=engine, brokers=brokers, topics=topics).start()  # type: ignore[arg-type]
     try:
         run = ProbeRun(broker.bootstrap, "nines.probe", total_rate / parts, schedule, fmt, kafka)
         time.sleep(SETTLE_S)

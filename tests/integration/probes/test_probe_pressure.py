@@ -8,7 +8,6 @@ from /proc.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
@@ -19,6 +18,7 @@ import numpy as np
 import pytest
 from probe_runs import ROOT, assert_one_echo_per_message, records_of
 
+from bench.probe_pressure import stopped_for, window
 from bench.procstat import cpu_s
 from monitor.processes import probe_argv
 from probes.summary import read_summary
@@ -80,11 +80,7 @@ def cli_probes(tmp_path: Path) -> Iterator[Callable[..., CliProbe]]:
 
 def core_over(probe: CliProbe, seconds: float, during: Callable[[], None] | None = None) -> float:
     """The probe's CPU over ``seconds`` (fraction of a core); ``during`` runs at its start."""
-    c0, t0 = probe.cpu_s(), time.monotonic()
-    if during is not None:
-        during()
-    time.sleep(max(0.0, seconds - (time.monotonic() - t0)))
-    return (probe.cpu_s() - c0) / (time.monotonic() - t0)
+    return window(probe, seconds, during)
 
 
 def accounted(totals: dict[str, int], echoes_n: dict[int, int]) -> None:
@@ -202,11 +198,7 @@ def test_ctrl_z_on_a_fresh_kafka_cluster_as_an_operator_runs_it(
         healthy_core = core_over(probe, d_s + AFTER_S)
 
         def stall() -> None:
-            os.kill(pid, signal.SIGSTOP)
-            try:
-                time.sleep(d_s)
-            finally:
-                os.kill(pid, signal.SIGCONT)
+            stopped_for(pid, d_s)
 
         t_stop_wall = time.time()
         stall_core = core_over(probe, d_s + AFTER_S, during=stall)
@@ -265,11 +257,7 @@ def test_a_probe_on_a_cold_kafka_cluster_stays_within_its_cpu_bound(
         pid = kafka.broker_pid(1)
 
         def stall() -> None:
-            os.kill(pid, signal.SIGSTOP)
-            try:
-                time.sleep(FAULT_S)
-            finally:
-                os.kill(pid, signal.SIGCONT)
+            stopped_for(pid, FAULT_S)
 
         stall_core = core_over(probe, FAULT_S + AFTER_S, during=stall)
         totals = probe.stop()
