@@ -193,6 +193,10 @@ def start(workdir: Path) -> ControlPlane:
             "--service-account-issuer=https://kubernetes.default.svc",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--authorization-mode=Node,RBAC", "--allow-privileged=false",
+            # Debian's etcd 3.4.23 predates watch progress requests (3.4.31), so the server can
+            # not serve watch-list streams; refused up front, clients list then watch (else
+            # kwok's streams fail inside and it sees pods only on retries, 10-60 s late)
+            "--feature-gates=WatchList=false",
             f"--cert-dir={workdir / 'pki'}", "--profiling=false", "--v=1",
         ])  # fmt: skip
         _wait_ready(cp, f"{server}/readyz", deadline)
