@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 
 from core.config import ConfigError
+from runtime.files import MAX_SMALL_BYTES, read_text_bounded
 from streaming import wire
 from streaming.offset_log import batch_ids
 
@@ -39,7 +40,7 @@ def recorded_format(checkpoint: str) -> int | None:
     marker = Path(checkpoint) / MARKER
     if marker.is_file():
         try:
-            return int(json.loads(marker.read_text())["state_format"])
+            return int(json.loads(read_text_bounded(marker, MAX_SMALL_BYTES))["state_format"])
         except (ValueError, KeyError, TypeError):
             return -1
     if batch_ids(checkpoint):
