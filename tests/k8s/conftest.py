@@ -14,7 +14,7 @@ from kubernetes import client
 from live_kube import NODES, Kube, established, node, node_ready, wait_until
 from real_components import require
 
-from testkube.build import missing
+from testkube.build import KubeBuildError, missing, wait_background
 from testkube.cluster import ControlPlaneError, find_etcd, remove_data, start
 from testkube.crds import prometheus_operator_crds, spark_application_crd
 
@@ -24,6 +24,10 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
     """The control plane, its nodes Ready and the CRDs Established; stopped at the end."""
 
     def built() -> None:
+        try:  # started at collection when the cache missed (tests/conftest.py)
+            wait_background()
+        except KubeBuildError as exc:
+            raise ControlPlaneError(str(exc)) from None
         if missing():
             raise ControlPlaneError(f"not built: {missing()} (make kube-bins)")
 
