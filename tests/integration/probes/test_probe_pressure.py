@@ -188,13 +188,15 @@ def test_ctrl_z_on_a_fresh_kafka_cluster_as_an_operator_runs_it(
     topics = [("nines.probe", 6, 1), ("nines.echoes", 3, 1)]
     with EmbeddedBroker(engine="kafka", brokers=3, topics=topics) as kafka:
         probe = cli_probes(kafka.bootstrap, "ctrlzop", "--rate", str(rate), "--loss-timeout", "30s")
-        time.sleep(15)
         from confluent_kafka.admin import AdminClient
 
         md = AdminClient({"bootstrap.servers": kafka.bootstrap}).list_topics(timeout=10)
         leaders = {p: pm.leader for p, pm in md.topics["nines.probe"].partitions.items()}
         stalled_broker = leaders[0]
         pid = kafka.broker_pid(stalled_broker)
+        # the probe's first 15 s (the path stalls after 15 s of probing) are the
+        # healthy CPU window
+        time.sleep(max(0.0, 15 - (d_s + AFTER_S)))
         healthy_core = core_over(probe, d_s + AFTER_S)
 
         def stall() -> None:
