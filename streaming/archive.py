@@ -40,6 +40,7 @@ from core.hdr_codec import encode
 from core.hlog import HlogInterval, write_hlog
 from core.units import parse_duration_s
 from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram
+from runtime.files import MAX_ARCHIVE_FILE_BYTES, open_regular
 
 log = logging.getLogger("nines.archive")
 
@@ -393,8 +394,19 @@ _DECODE_ERRORS = (OSError, pa.ArrowException, ValueError, IndexError, KeyError, 
 
 def _read_table(path: Path, columns: list[str] | None = READ_COLUMNS) -> pa.Table:
     """A file's table with its schema checked; ArchiveError if unreadable or of another schema."""
+    try:  # a regular file, checked on the descriptor pyarrow then reads (a FIFO would block)
+        source = os.fdopen(open_regular(path, MAX_ARCHIVE_FILE_BYTES), "rb")
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    with source:
+        return _read_open_table(path, source, columns)
+
+
+def _read_open_table(path: Path, source: Any, columns: list[str] | None) -> pa.Table:
     try:
-        schema = pq.read_schema(path)
+        schema = pq.read_schema(source)
     except FileNotFoundError:
         raise
     except _DECODE_ERRORS as exc:
@@ -409,7 +421,8 @@ def _read_table(path: Path, columns: list[str] | None = READ_COLUMNS) -> pa.Tabl
             raise ArchiveError(path, f"wrong schema: column {f.name!r} is {got}, not {f.type}")
     wanted = None if columns is None else [c for c in columns if c in schema.names]
     try:
-        table = pq.read_table(path, columns=wanted)
+        source.seek(0)
+        table = pq.read_table(source, columns=wanted)
     except FileNotFoundError:
         raise
     except _DECODE_ERRORS as exc:
@@ -595,7 +608,7 @@ def _read_dir(
     """One partition directory's windows; re-planned if a compaction or prune ran meanwhile."""
     for _attempt in range(5):
         try:
-            names = sorted(p.name for p in directory.iterdir() if p.is_file())
+            names = sorted(p.name for p in directory.iterdir())  # not regular: refused
         except FileNotFoundError:
             return []  # pruned while we read
         try:

@@ -19,6 +19,7 @@ import zlib
 from pathlib import Path
 
 from core.config import ConfigError
+from runtime.files import read_bounded
 
 #: Spark's write-ahead logs in a checkpoint: each file ``v1``, then one JSON line per entry.
 LOGS = ("offsets", "commits")
@@ -67,18 +68,17 @@ def _damaged(checkpoint: str, what: str) -> ConfigError:
 
 
 def _read(checkpoint: str, path: Path, max_bytes: int = MAX_LOG_BYTES) -> bytes:
-    """A checkpoint file's bytes, checked against its Hadoop checksum file when it has one."""
+    """A checkpoint file's bytes (a regular file, within ``max_bytes``), checked against its
+    Hadoop checksum file when it has one."""
     name = path.relative_to(checkpoint).as_posix()
     try:
-        if path.stat().st_size > max_bytes:
-            raise _damaged(checkpoint, f"{name} is larger than any file Spark writes there")
-        data = path.read_bytes()
-    except OSError as exc:
+        data = read_bounded(path, max_bytes)
+    except OSError as exc:  # RefusedFile too: not a regular file, or larger than Spark writes
         raise _damaged(checkpoint, f"cannot read {name}: {exc.strerror}") from None
     crc = path.with_name(f".{path.name}.crc")
     if crc.is_file():
         try:
-            sums = crc.read_bytes()
+            sums = read_bounded(crc, MAX_LOG_BYTES)
         except OSError as exc:
             raise _damaged(checkpoint, f"cannot read {name}'s checksum: {exc.strerror}") from None
         if not checksum_matches(data, sums):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.config import ConfigError
+from runtime.files import MAX_SMALL_BYTES, read_text_bounded
 from streaming import wire
 from streaming.offset_log import batch_ids
 
@@ -34,8 +35,6 @@ MARKER = "nines-state.json"
 #: windows and the histograms' layout shape every state row, and the source's offsets are the
 #: echo topic's partitions. A restart with another value of one is refused, naming it.
 JOB_KEYS = ("echo_topic", "windows", "digits", "lowest_us", "highest")
-#: Bytes of a marker at most (it holds a few settings).
-MAX_MARKER_BYTES = 64 * 1024
 
 
 def job_settings(config: StreamConfig) -> dict[str, Any]:
@@ -62,9 +61,7 @@ def _marker(checkpoint: str) -> dict[str, Any] | None:
     if not marker.exists():
         return None
     try:
-        if marker.stat().st_size > MAX_MARKER_BYTES:
-            raise ValueError("too large")
-        data = json.loads(marker.read_text(encoding="utf-8"))
+        data = json.loads(read_text_bounded(marker, MAX_SMALL_BYTES))
     except (OSError, UnicodeDecodeError, ValueError):
         data = None
     if not isinstance(data, dict):

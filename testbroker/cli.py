@@ -146,6 +146,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "forwarder (the mock itself only binds random ports); tansu listens on P itself",
     )
     p.add_argument(
+        "--no-warm-up",
+        dest="warm_up",
+        action="store_false",
+        default=None,
+        help="kafka engine: say ready without warming the JVMs up first",
+    )
+    p.add_argument(
         "--ready-file",
         metavar="F",
         help="write 'bootstrap\\ncontrol host:port\\npid' here atomically once ready",
@@ -207,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
         "topics": tuple(args.topic) if args.topic else None,
         "port": args.port,
         "sasl": args.sasl,
+        "warm_up": args.warm_up,
     }
     cfg = build(BrokerConfig, values, overrides, prefix="broker")
     check_ports_free(cfg)  # before any broker, JVM or child starts
