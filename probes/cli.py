@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("probe.bootstrap: required (--bootstrap or `probe: bootstrap:`)")
     config = build(ProbeConfig, values, flags, prefix="probe")
     config.client_settings()  # an unset env: or unreadable file: secret fails here, exit 2
-    check_port_free(config.metrics_host, config.metrics_port)  # before any connection
+    if config.metrics_port:  # 0: no /metrics, so no address to check
+        check_port_free(config.metrics_host, config.metrics_port)  # before any connection
     load_web_config(config.web_config_file)  # a bad file or certificate: exit 2, now
     return run_probe(config)

@@ -18,9 +18,11 @@ from core.config import (
 )
 from core.echo_v2 import MAX_BATCH_ECHOES
 from core.kafka_conf import ProbeKafka
+from core.labels import MAX_LABEL_BYTES, label_bytes
 from core.redact import redact_url, remember_url
 from core.settings import setting
-from core.units import parse_duration_s, parse_rate, parse_size_bytes
+from core.units import format_duration, parse_duration_s, parse_rate, parse_size_bytes
+from core.windows import DEFAULT_WINDOWS
 from runtime.config_io import resolve_secret, resolve_secrets
 
 #: Bytes of the probe header inside every payload (see probes.payload).
@@ -28,6 +30,13 @@ HEADER_BYTES = 64
 #: Hard limits: a monitor must never become the load on the system it watches.
 MAX_SIZE_BYTES = 1024 * 1024
 MAX_TOTAL_RATE = 20_000.0
+#: At least one message per partition in each of the stream job's finest windows (10s by
+#: default): fewer leave windows with no sample, whose quantiles and max are missing, not low.
+MIN_RATE_WINDOW_S = DEFAULT_WINDOWS.finest_us / 1e6
+MIN_RATE = 1 / MIN_RATE_WINDOW_S
+#: The echo record's field of each label setting: the stream drops an echo whose label is
+#: longer than ``core.labels.MAX_LABEL_BYTES`` (``label_too_long``), so the probe refuses it.
+LABEL_FIELDS = {"cluster": "cluster", "probe_id": "probe"}
 
 
 #: ``--bootstrap`` URL scheme → the system probed; a plain ``host:port`` list is Kafka.
@@ -177,6 +186,12 @@ class ProbeConfig(StageConfig):
             raise ValueError("must be a finite number of messages per second per partition")
         if rate <= 0:
             raise ValueError("must be > 0 messages per second per partition")
+        if rate < MIN_RATE:
+            raise ValueError(
+                f"must be at least {MIN_RATE:g}/s per partition: one message per partition in "
+                f"each of the stream's finest windows ({format_duration(MIN_RATE_WINDOW_S)}), "
+                "or those windows have no sample"
+            )
         if rate > MAX_TOTAL_RATE:
             raise ValueError(f"must be at most the probe's total limit of {MAX_TOTAL_RATE:g}/s")
         return rate
@@ -193,7 +208,18 @@ class ProbeConfig(StageConfig):
 
     @field_validator("cluster", "probe_id")
     @classmethod
-    def _label(cls, v: str) -> str:
+    def _label(cls, v: str, info: ValidationInfo) -> str:
+        # the stream's own limits (core.labels): what the probe accepts, the stream keeps
+        limit = MAX_LABEL_BYTES[LABEL_FIELDS[str(info.field_name)]]
+        try:
+            v.encode()
+        except UnicodeEncodeError:
+            raise ValueError("must be UTF-8 text (an echo record's labels are)") from None
+        if label_bytes(v) > limit:
+            raise ValueError(
+                f"must be at most {limit} bytes of UTF-8 (got {label_bytes(v)}): the stream "
+                "job drops an echo with a longer one (label_too_long)"
+            )
         return label(v)
 
     @field_validator("size", mode="before")

@@ -7,6 +7,7 @@ run. Every failure is a ``ConfigError`` of one line naming the field, never a se
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 from collections.abc import Mapping
@@ -53,20 +54,41 @@ def load_yaml(path: str | Path | None) -> dict[str, Any]:
     return data
 
 
-def check_port_free(host: str, port: int, field: str = "metrics-port") -> None:
-    """Fail now, before any connection, if a /metrics server could not bind ``host:port``."""
+def check_port_free(
+    host: str,
+    port: int,
+    field: str = "metrics-port",
+    host_field: str = "metrics-host",
+    hint: str = "pick another port, or 0 for any free port",
+) -> None:
+    """Fail now, before any connection, if a server could not bind ``host:port``: a host that
+    does not resolve names ``host_field``, a port in use ``field``."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except OverflowError:
+        raise ConfigError(f"{field}: must be a TCP port (got {port})") from None
+    except (OSError, UnicodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(
+            f"{host_field}: cannot resolve {host!r} ({why}); use an address of this host, "
+            "e.g. 0.0.0.0 or 127.0.0.1"
+        ) from None
     if port == 0:
         return
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    with socket.socket(family, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers themselves do
         try:
             s.bind((host, port))
         except OverflowError:
             raise ConfigError(f"{field}: must be a TCP port (got {port})") from None
         except OSError as exc:
+            if exc.errno == errno.EADDRNOTAVAIL:
+                raise ConfigError(
+                    f"{host_field}: cannot listen on {host} ({exc.strerror}): not an address "
+                    "of this host"
+                ) from None
             raise ConfigError(
-                f"{field}: cannot listen on {host}:{port} ({exc.strerror}); "
-                "pick another port, or 0 for any free port"
+                f"{field}: cannot listen on {host}:{port} ({exc.strerror}); {hint}"
             ) from None
 
 

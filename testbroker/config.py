@@ -135,12 +135,21 @@ class BrokerConfig(StageConfig):
 
     @field_validator("topics")
     @classmethod
-    def _topics_unique(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        """No topic name repeats."""
+    def _topics_unique(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        """No topic name repeats; no replication factor exceeds the brokers (refused here,
+        before any broker starts, not by Kafka once its JVMs run)."""
         names = [parse_topic(spec)[0] for spec in value]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"topic listed twice: {sorted(dup)[0]}")
+        brokers = info.data.get("brokers")
+        for spec in value:
+            name, _, rf = parse_topic_rf(spec)
+            if rf is not None and brokers is not None and rf > brokers:
+                raise ValueError(
+                    f"{name}: replication factor {rf} is more than the {brokers} broker(s) "
+                    "(raise --brokers, or lower the RF)"
+                )
         return value
 
     @field_validator("port")

@@ -22,6 +22,7 @@ import os
 import queue
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -69,6 +70,28 @@ T = TypeVar("T")
 
 class KafkaEngineError(RuntimeError):
     """A broker did not start, stop or answer; the message names the broker and its log."""
+
+
+#: A stop asked for while the cluster starts (its signals are blocked and waited for only once
+#: it is ready): each wait below ends at once, the cluster is stopped, and the signal is taken.
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
+
+
+def stop_requested() -> bool:
+    """True while a SIGTERM or SIGINT waits, blocked, for ``nines broker`` to take it."""
+    return bool(signal.sigpending() & STOP_SIGNALS)
+
+
+def _check_start(nodes: list[KafkaNode]) -> None:
+    """Raise at once when the start cannot finish: a stop was asked for, or a JVM exited."""
+    if stop_requested():
+        raise KafkaEngineError("start interrupted by a stop signal")
+    for node in nodes:
+        if not node.down and not node.alive():
+            code = None if node.proc is None else node.proc.returncode
+            raise KafkaEngineError(
+                f"broker {node.node_id} exited ({code}) while starting; see {node.log_path}"
+            )
 
 
 class Spawner:
@@ -237,6 +260,9 @@ class KafkaNode:
             "share.coordinator.state.topic.replication.factor": str(replication),
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
+            # a test cluster says no: a mistyped topic in a client's metadata request, a
+            # produce or ``ctl leader`` is an unknown topic, never a new one
+            "auto.create.topics.enable": "false",
             # a 2-core machine: Kafka's defaults (3 network, 8 io threads) only contend
             "num.network.threads": "2",
             "num.io.threads": "2",
@@ -313,6 +339,7 @@ class KafkaNode:
                 raise KafkaEngineError(
                     f"broker {self.node_id} exited ({code}) while starting; see {self.log_path}"
                 )
+            _check_start([])
             with (
                 contextlib.suppress(OSError),
                 socket.create_connection((LOOPBACK, self.ports.plain), timeout=0.5),
@@ -453,6 +480,8 @@ class KraftCluster:
         admin = self._admin()
         seen: set[int] = set()
         while time.monotonic() < deadline:
+            # a JVM that could not bind its port (another process answered for it) exits here
+            _check_start([self.nodes[i] for i in ids if i in self.nodes])
             with contextlib.suppress(Exception):
                 seen = {b.id for b in admin.describe_cluster(request_timeout=5).result(10).nodes}
                 if ids <= seen:
@@ -485,8 +514,12 @@ class KraftCluster:
         return {p.id: p.leader for p in t.partitions.values()}
 
     def replicas(self, topic: str) -> dict[int, list[int]]:
+        """Partition -> replica ids of ``topic``; ValueError naming a topic the cluster lacks."""
         md = self._admin().list_topics(topic, timeout=10)
-        return {p.id: list(p.replicas) for p in md.topics[topic].partitions.values()}
+        t = md.topics.get(topic)
+        if t is None or t.error is not None or not t.partitions:
+            raise ValueError(f"unknown topic {topic!r} (create it first with create-topic)")
+        return {p.id: list(p.replicas) for p in t.partitions.values()}
 
     def wait_leaders(
         self, topic: str, ok: Callable[[list[int]], bool], timeout_s: float = 60.0
@@ -498,6 +531,7 @@ class KraftCluster:
                 leaders = self.leaders(topic)
             if leaders and ok([leaders[p] for p in sorted(leaders)]):
                 return leaders
+            _check_start([])
             if time.monotonic() > deadline:
                 raise KafkaEngineError(f"{topic}: leaders {leaders} after {timeout_s} s")
             time.sleep(0.2)
