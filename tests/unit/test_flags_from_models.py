@@ -26,8 +26,8 @@ PUBLISHED = {
     "--archive --metrics-port --metrics-host --web-config-file --trigger "
     "--starting-offsets --master",
     "probe": "--config --bootstrap --nats-jetstream --redis-streams --echo-bootstrap --topic "
-    "--echo-topic --rate --schedule --size --cluster --probe-id --loss-timeout --duration --echo-format "
-    "--metrics-host --web-config-file --metrics-port --manage-topic --rebalance --summary-file",
+    "--echo-topic --rate --schedule --size --cluster --probe-id --loss-timeout --duration "
+    "--echo-format --metrics-host --web-config-file --metrics-port --manage-topic --rebalance --summary-file",
 }
 MODELS = {"stream": (StreamConfig, STREAM_FLAGS), "probe": (ProbeConfig, PROBE_FLAGS)}
 
