@@ -27,7 +27,8 @@ PUBLISHED = {
     "--starting-offsets --master",
     "probe": "--config --bootstrap --nats-jetstream --redis-streams --echo-bootstrap --topic "
     "--echo-topic --rate --schedule --size --cluster --probe-id --loss-timeout --duration "
-    "--echo-format --metrics-host --web-config-file --metrics-port --manage-topic --rebalance --summary-file",
+    "--echo-format --metrics-host --web-config-file --metrics-port --manage-topic --rebalance "
+    "--summary-file",
 }
 MODELS = {"stream": (StreamConfig, STREAM_FLAGS), "probe": (ProbeConfig, PROBE_FLAGS)}
 
