@@ -145,7 +145,7 @@ class RawReplayReader:
 
         from streaming.combine import Combiner
         from streaming.marks import SOURCE_SCHEMA
-        from streaming.parse import parse_with_stamps
+        from testkit.parse import parse_with_stamps
 
         clock = {"read_s": 0.0, "parse_s": 0.0, "combine_s": 0.0}
         started = time.perf_counter()
@@ -532,7 +532,7 @@ def run_formats(quick: bool = False) -> dict[str, Any]:
             f"{n:,} generated echoes (+1 that closes every window) on local[2], {per_batch:,} "
             "echoes per micro-batch, windows 10s, 1m, 1h, 3 kinds: replayed as the Kafka "
             f"source's parsed rows (aggregation alone), as v1 Kafka values and as v2 batches of "
-            f"{V2_BATCH}, the values parsed in the source by streaming.parse.parse_with_stamps "
+            f"{V2_BATCH}, the values parsed in the source by testkit.parse.parse_with_stamps "
             "10,000 at a time. echoes/s = echoes of the steady batches / their trigger time."
         ),
         "runs": runs,

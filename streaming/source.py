@@ -39,10 +39,10 @@ from streaming import admission
 from streaming.combine import PARTIAL_SCHEMA, Combiner
 from streaming.consume import Fetched, consume_ranges, log_ends, open_consumer, watermarks
 from streaming.gaps import Gap, KafkaRange, data_loss_row
-from streaming.marks import mark_late
+from streaming.marks import mark_future, mark_late
 from streaming.offset_log import batch_watermark_us, planned_batch_id
 from streaming.options import decode_options
-from streaming.parse import mark_future, parse_messages
+from streaming.parse import parse_messages
 
 
 def spark_schema() -> Any:
