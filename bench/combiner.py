@@ -186,7 +186,7 @@ def run_task(
     kafka_ms = 1_800_000_000_000 - 1_800_000_000_000 % 3_600_000
     partials = 0
     sink = pa.BufferOutputStream()
-    from streaming.combine import PARTIAL_SCHEMA
+    from streaming.state_keys import PARTIAL_SCHEMA
 
     writer = pa.ipc.new_stream(sink, PARTIAL_SCHEMA)
 
