@@ -12,10 +12,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.windows import WindowSpec
+from streaming.gaps import Gap
 from streaming.parse.rows import PARSED_SCHEMA
 
 #: Marked rows, before the combiner: parsed echoes and hiccups, plus counted-not-measured rows.
 SOURCE_SCHEMA = pa.schema([*PARSED_SCHEMA, ("event_us", pa.int64()), ("n", pa.int64())])
+
+
+def data_loss_row(topic: str, gap: Gap, watermark_us: int) -> pa.RecordBatch:
+    """The counted row of a gap, at the batch's watermark (its offsets have no event time)."""
+    row = {
+        "rtype": "data_loss",
+        "topic": topic,
+        "partition": gap.partition,
+        "event_us": watermark_us,
+        "n": gap.offsets,
+    }
+    return pa.RecordBatch.from_pylist([row], schema=SOURCE_SCHEMA)
 
 
 def mark_late(parsed: pa.RecordBatch, windows: WindowSpec, watermark_us: int) -> pa.RecordBatch:

@@ -605,7 +605,7 @@ class LatencyExporter:
                 gens = {res: self._chunk_gen.get(res, 0) for res in snaps}
                 brokers = any(self._tables[res].brokers() for res in resolutions)
                 end = exposition.window_end_family(dict(self._window_end))
-                counters = StreamCounters(**{k: dict(v) for k, v in self._counters.items()})
+                counters = {k: dict(v) for k, v in self._counters.items()}
                 rest = [
                     *exposition.series_families(
                         len(self._admitted),

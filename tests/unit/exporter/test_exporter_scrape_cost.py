@@ -179,10 +179,10 @@ def test_hand_written_counters_are_what_prometheus_client_would_write() -> None:
     from prometheus_client import generate_latest
 
     from monitor.exporter import exposition
-    from streaming.counters import StreamCounters
+    from streaming.counters import COUNTER_FIELDS, StreamCounters
 
     odd = 'we"ird\\topic\n{x}'
-    counters = StreamCounters(
+    job = StreamCounters(
         echoes={("c", odd, "0"): 3, ("c", "t", "10"): 2**40, ("c", "t", "2"): 0},
         lost={("c", "t", "0"): 1},
         late={},
@@ -190,6 +190,7 @@ def test_hand_written_counters_are_what_prometheus_client_would_write() -> None:
         bad={"not_json": 5, "future": 0},
         data_loss={("echo", "0"): 6},
     )
+    counters = {name: getattr(job, name) for name in COUNTER_FIELDS}
     families = exposition._Families(list(exposition.counter_families(counters)))
     assert exposition.counter_text(counters) == generate_latest(families)  # type: ignore[arg-type]
 
