@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from bench.machine import write_result
+from streaming.consume import FETCH_BATCH
 from testkit.spark import process_all_available
 
 #: Windows of the default configuration; three latency kinds per echo.
@@ -137,7 +138,7 @@ class RawReplayReader:
     """``ReplayReader`` over Kafka values: each fetch of ``FETCH`` values is parsed with the
     Kafka source's own ``parse_with_stamps``, so parsing is measured with the aggregation."""
 
-    FETCH = 10_000  # streaming.consume.FETCH_BATCH
+    FETCH = FETCH_BATCH  # Kafka values per parse call, as streaming.consume's fetches
 
     def read(self, partition: Any) -> Any:
         """The partition's values, memory-mapped, parsed ``FETCH`` at a time."""

@@ -38,7 +38,7 @@ from core import promproto
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
 from monitor.exporter import ExporterConfig, LatencyExporter
-from monitor.exporter.server import GZIP_LEVEL, PROTOBUF_GZIP_LEVEL
+from runtime.webserver import GZIP_LEVEL, PROTOBUF_GZIP_LEVEL
 from testkit.promproto_decode import read_varint
 
 RESOLUTIONS = (("10s", 10), ("1m", 60), ("1h", 3600))

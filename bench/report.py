@@ -1157,7 +1157,7 @@ def scrape_section(after: Json, before: Json | None) -> str:
             if before
             else ""
         )
-        + "\n\nThe server's gzip level for text (`monitor.exporter.server.GZIP_LEVEL`; protobuf "
+        + "\n\nThe server's gzip level for text (`runtime.webserver.GZIP_LEVEL`; protobuf "
         "scrapes use `PROTOBUF_GZIP_LEVEL`), measured on this "
         "body gzipped whole (the server compresses by parts: a resolution's unchanged chunk "
         "once):\n\n"

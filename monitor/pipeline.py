@@ -17,7 +17,8 @@ from streaming.config import StreamConfig
 
 if TYPE_CHECKING:
     from core.windows import WindowHistogram
-    from monitor.exporter import LatencyExporter, MetricsServer
+    from monitor.exporter import LatencyExporter
+    from runtime.webserver import MetricsServer
     from streaming.job import BatchCallback, SourceFactory
 
 log = logging.getLogger("nines.stream")

@@ -17,6 +17,7 @@ from core.config import (
     redact_url,
     tcp_port,
 )
+from core.echo import DEFAULT_ECHO_TOPIC
 from core.echo_v2 import MAX_BATCH_ECHOES
 from core.kafka_conf import ProbeKafka
 from core.settings import setting
@@ -80,7 +81,7 @@ class ProbeConfig(StageConfig):
         None, validate_default=True, default_text="--bootstrap", help="cluster for echo records"
     )
     topic: str = setting("nines.probe", help="probe topic")
-    echo_topic: str = setting("nines.echoes", help="echo topic")
+    echo_topic: str = setting(DEFAULT_ECHO_TOPIC, help="echo topic")
     rate: float = setting(100.0, help="messages per second per partition")
     size: int = setting(512, unit="size", note="max 1MiB", help="payload bytes")
     cluster: str = setting("default", help="name of the probed cluster, its label")

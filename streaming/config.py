@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import PrivateAttr, field_validator, model_validator
 
 from core.config import kafka_bootstrap, kafka_topic_name, tcp_port
+from core.echo import DEFAULT_ECHO_TOPIC
 from core.hdr import HdrLayout, LayoutError
 from core.kafka_conf import StreamKafka
 from core.settings import SeriesCapConfig, seconds_fields, setting
@@ -28,7 +29,7 @@ class StreamConfig(SeriesCapConfig):
     """
 
     bootstrap: str = setting(help="Kafka bootstrap servers of the echo topic")
-    echo_topic: str = setting("nines.echoes", help="echo topic")
+    echo_topic: str = setting(DEFAULT_ECHO_TOPIC, help="echo topic")
     windows: tuple[str, ...] = setting(
         DEFAULT_WINDOWS.names, help="resolutions, finest first multiple"
     )

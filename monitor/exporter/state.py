@@ -55,7 +55,7 @@ from runtime.webconfig import WebConfig
 from streaming.counters import COUNTER_FIELDS, StreamCounters
 
 if TYPE_CHECKING:
-    from monitor.exporter.server import MetricsServer
+    from runtime.webserver import MetricsServer
 
 log = logging.getLogger("nines.exporter")
 
@@ -672,7 +672,7 @@ class LatencyExporter:
     ) -> MetricsServer:
         """Serve /metrics from this exporter; port 0 picks a free port; ``web``: TLS/auth."""
         from core import promproto
-        from monitor.exporter.server import MetricsServer
+        from runtime.webserver import MetricsServer
 
         server = MetricsServer(
             lambda: self.exposition_parts(TEXT),

@@ -19,8 +19,8 @@ from core.sla import BUCKET_BOUNDARIES_S, parse_sla
 from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
 from monitor.alerts.rules import render_rules
 from monitor.exporter import ExporterConfig, LatencyExporter
-from monitor.exporter.server import GZIP_LEVEL
 from runtime.config_io import load_sla
+from runtime.webserver import GZIP_LEVEL
 
 ROOT = Path(__file__).parents[3]
 LAYOUT = HdrLayout()
