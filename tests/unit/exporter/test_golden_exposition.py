@@ -21,6 +21,7 @@ from core.windows import SeriesKey, WindowHistogram, with_rollups
 from monitor.exporter import ExporterConfig, LatencyExporter
 from probes.metrics import ProbeCollector
 from streaming.counters import StreamCounters
+from testkit.exporter import protobuf_body, text_body
 
 GOLDEN = Path(__file__).resolve().parents[2] / "data" / "golden"
 LAYOUT = HdrLayout()
@@ -81,8 +82,8 @@ def exporter_bodies(config: ExporterConfig) -> dict[str, bytes]:
     bodies: dict[str, bytes] = {}
     exp.update(cells(rng, 5, 3, 1_000))
     exp.scraped("10.0.0.1:9090")
-    bodies["first.txt"] = exp.exposition()
-    bodies["first.pb"] = exp.exposition_protobuf()
+    bodies["first.txt"] = text_body(exp)
+    bodies["first.pb"] = protobuf_body(exp)
     clock.now += 15
     exp.update(cells(rng, 15, 3, 2_000), job_counters())
     exp.set_pipeline_health(1.25, 5000.0, 12.5, 321, last_batch_ts=1_800_000_000.5)
@@ -92,8 +93,8 @@ def exporter_bodies(config: ExporterConfig) -> dict[str, bytes]:
     clock.now += 10
     exp.update(cells(rng, 95, 2, 800), job_counters())  # ... and leaves by the TTL
     exp.set_pipeline_health(0.75, 4000.0, 11.0, 300, last_batch_ts=1_800_000_090.25)
-    bodies["last.txt"] = exp.exposition()
-    bodies["last.pb"] = exp.exposition_protobuf()
+    bodies["last.txt"] = text_body(exp)
+    bodies["last.pb"] = protobuf_body(exp)
     return bodies
 
 
