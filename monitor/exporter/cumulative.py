@@ -97,13 +97,19 @@ class CumulativeHistograms:
         for store in self._hist.stores():
             store.pop(series, None)
 
-    def snapshot(self, text: bool) -> tuple[list[str], list[str]] | tuple[list[bytes], list[bytes]]:
-        """Each series' classic and native histogram in exposition order: lines (``text``) or
-        protobuf messages (references: they are replaced, never changed)."""
-        cum = self._hist
+    def _series(self) -> list[SeriesKey]:
+        """The series in exposition order (sorted again only after one came or went)."""
         if self._order is None:
-            self._order = sorted(cum.lines, key=exposition.series_key)
-        order = self._order
-        if text:
-            return [cum.lines[s] for s in order], [cum.native_lines[s] for s in order]
-        return [cum.pb[s] for s in order], [cum.native_pb[s] for s in order]
+            self._order = sorted(self._hist.lines, key=exposition.series_key)
+        return self._order
+
+    def text(self) -> tuple[list[str], list[str]]:
+        """Each series' classic and native histogram lines in exposition order (references:
+        they are replaced, never changed)."""
+        cum = self._hist
+        return [cum.lines[s] for s in self._series()], [cum.native_lines[s] for s in self._series()]
+
+    def protobuf(self) -> tuple[list[bytes], list[bytes]]:
+        """The same as protobuf histogram messages."""
+        cum = self._hist
+        return [cum.pb[s] for s in self._series()], [cum.native_pb[s] for s in self._series()]

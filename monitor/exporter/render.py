@@ -269,7 +269,10 @@ class Renderer:
                     *exposition.health_families(health, batches),
                     *exposition.scrape_families(self.config.peak_hold, c.scrapes.gaps),
                 ]
-                hist, native = c.cumulative.snapshot(text=fmt == TEXT)
+                if fmt == TEXT:
+                    hist, native = c.cumulative.text()
+                else:
+                    hist_pb, native_pb = c.cumulative.protobuf()
             # outside the state lock: micro-batches go on while the body is joined
             for res, snap in snaps.items():
                 done[res] = self._encode(fmt, snap)
@@ -279,10 +282,8 @@ class Renderer:
             if brokers:
                 windows += join([b for _, b in chunks], exposition.BROKER_WINDOW_FAMILIES)
             if fmt == TEXT:
-                hists = exposition.histogram_text(hist) + exposition.histogram_text(  # type: ignore[arg-type]
-                    native,  # type: ignore[arg-type]
-                    exposition.NATIVE,
-                    exposition.NATIVE_HELP,
+                hists = exposition.histogram_text(hist) + exposition.histogram_text(
+                    native, exposition.NATIVE, exposition.NATIVE_HELP
                 )
                 body = exposition.body(
                     windows,
@@ -293,11 +294,9 @@ class Renderer:
                 )
             else:
                 hists_pb = [
-                    *exposition.histogram_family_pb(hist),  # type: ignore[arg-type]
+                    *exposition.histogram_family_pb(hist_pb),
                     *exposition.histogram_family_pb(
-                        native,  # type: ignore[arg-type]
-                        exposition.NATIVE,
-                        exposition.NATIVE_HELP,
+                        native_pb, exposition.NATIVE, exposition.NATIVE_HELP
                     ),
                 ]
                 body = exposition.body_pb(
