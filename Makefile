@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # The stamp names the dependency spec and this checkout's path: an editable install points here.
 STAMP := $(VENV)/.nines-installed-$(shell (cat pyproject.toml; echo $(CURDIR)) | sha1sum | cut -c1-12)
 
-.PHONY: demo test lint bench soak dashboards setup system-test-deps maven kafka-jars aggregator-jar clean
+.PHONY: demo test lint bench soak dashboards setup system-test-deps maven kafka-jars kube-bins aggregator-jar clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,7 +32,8 @@ aggregator-jar: $(STAMP) maven
 	@$(PY) -m streaming.aggregator_jar >/dev/null
 
 ## Test-only system packages: real Prometheus, promtool and Alertmanager for the e2e tests;
-## nats-server, redis-server and rabbitmq-server for the probe's transport tests.
+## nats-server, redis-server and rabbitmq-server for the probe's transport tests; etcd for the
+## chart's install tests (tests/k8s).
 ## Under CI (CI=true) a failed install fails the run: the tests they back must never skip there.
 system-test-deps:
 	@if ! command -v promtool >/dev/null || ! command -v prometheus-alertmanager >/dev/null; then \
@@ -51,6 +52,14 @@ system-test-deps:
 	  elif [ "$$CI" = true ]; then echo "error: CI needs nats-server, redis-server and rabbitmq-server (run as root)"; exit 1; \
 	  else echo "warning: not root; install nats-server, redis-server and rabbitmq-server for the probe transport tests"; fi; \
 	fi
+	@if ! command -v etcd >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null) \
+	      || { if [ "$$CI" = true ]; then echo "error: could not install etcd-server (CI needs it)"; exit 1; \
+	           else echo "warning: could not install etcd-server; the chart's install tests will be skipped"; fi; }; \
+	  elif [ "$$CI" = true ]; then echo "error: CI needs etcd-server (run as root)"; exit 1; \
+	  else echo "warning: not root; install etcd-server for the chart's install tests"; fi; \
+	fi
 
 ## Apache Kafka for the tests and benches (`nines broker --engine kafka`): the release pinned in
 ## testbroker/kafka/pom.xml, resolved once with Maven into ~/.m2 (the classpath is cached under
@@ -58,16 +67,26 @@ system-test-deps:
 kafka-jars: setup maven
 	$(PY) -m testbroker.kafka_jars
 
+## The Kubernetes control plane the chart's install tests run on (tests/k8s): kube-apiserver,
+## kube-controller-manager, kube-scheduler and kwok, pinned by testkube/go/go.mod and built once
+## with Go into ~/.cache/nines/kube/<version>-<hash>/ (fresh: see README.md; cached: a no-op).
+## Outside CI a failed build only warns (those tests skip, naming it); under CI=true it fails.
+kube-bins: setup
+	@$(PY) -m testkube.build || { if [ "$$CI" = true ]; then exit 1; \
+	  else echo "warning: control plane not built; the chart's install tests will be skipped"; fi; }
+
 demo: setup
 	$(VENV)/bin/nines demo $(DEMO_ARGS)
 
+## The control plane of the chart's install tests is built by the test run itself when it is not
+## cached: in the background, at nice 19, while the rest of the suite runs (tests/k8s run last).
 test: setup system-test-deps kafka-jars
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy core runtime probes streaming monitor dashboards testbroker kafkautil testkit
+	$(VENV)/bin/mypy core runtime probes streaming monitor dashboards testbroker kafkautil testkit testkube
 
 bench: setup system-test-deps kafka-jars
 	$(PY) -m bench.run

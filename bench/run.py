@@ -33,6 +33,7 @@ PARTS = (
     "compare",
     "scale",
     "stages",
+    "pressure",
 )
 
 
@@ -160,6 +161,15 @@ def _stages(quick: bool) -> None:
         raise RuntimeError("bench.stages failed")
 
 
+def _pressure(quick: bool) -> None:
+    """The probe's CPU under slow, stalled and down brokers (``bench.probe_pressure``)."""
+    from bench.probe_pressure import main as pressure
+
+    args = ["--engines", "mock", "--formats", "v2", "--per-broker", "3"] if quick else []
+    if pressure(args) != 0 or (not quick and pressure(["--memory"]) != 0):
+        raise RuntimeError("bench.probe_pressure failed")
+
+
 RUNNERS: dict[str, Callable[[bool], None]] = {
     "accuracy": _accuracy,
     "co": _co,
@@ -173,6 +183,7 @@ RUNNERS: dict[str, Callable[[bool], None]] = {
     "compare": _compare,
     "scale": _scale,
     "stages": _stages,
+    "pressure": _pressure,
 }
 
 

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
-from core.redact import REDACTED, redact_text
+from core.redact import REDACTED, redact_text, remember_url
 from core.units import MAX_NUMBER, describe
 
 M = TypeVar("M", bound=BaseModel)
@@ -155,6 +155,8 @@ def error_line(model: type[BaseModel], err: Any, prefix: str = "") -> str:
     where = f"{prefix}.{where}" if prefix else where
     msg = err["msg"].removeprefix("Value error, ")
     got = err.get("input")
+    if isinstance(got, str):
+        remember_url(got)  # a URL's password is quoted back whatever characters it holds
     if err["type"] == "extra_forbidden":
         known = _known_keys(model, loc[:-1])
         return f"{where}: unknown key{did_you_mean(str(loc[-1]), known)}"
@@ -176,11 +178,6 @@ def is_secret_path(where: str) -> bool:
     return bool(CLIENT_SECTIONS & set(parts)) or any(SECRET_NAME.search(p) for p in parts)
 
 
-def redact_url(text: str) -> str:
-    """``text`` redacted (:func:`core.redact.redact_text`; kept for the transports' messages)."""
-    return redact_text(text)
-
-
 #: Kafka's own rule for topic names (legal characters, at most 249 of them).
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
@@ -198,6 +195,8 @@ def kafka_bootstrap(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be empty: a Kafka host:port list")
     if "@" in value:
+        for part in (value, *value.split(",")):
+            remember_url(part if "://" in part else f"kafka://{part}")
         raise ValueError(
             "a Kafka host:port list holds no credentials: set kafka: sasl.username and "
             "sasl.password (env:VAR or file:PATH keep them out of the file)"

@@ -14,7 +14,16 @@ import struct
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
-from core.echo import DEFAULT_SYSTEM, MAX_EPOCH_US, MIN_EPOCH_US, SYSTEMS, BadEcho, Echo, Hiccup
+from core.echo import (
+    DEFAULT_SYSTEM,
+    MAX_EPOCH_US,
+    MIN_EPOCH_US,
+    SYSTEMS,
+    BadEcho,
+    Echo,
+    Hiccup,
+    decode_record,
+)
 from core.labels import MAX_LABEL_BYTES, too_long
 
 #: The first four bytes of every v2 batch. 0x92 is a UTF-8 continuation byte, so no JSON text
@@ -259,3 +268,15 @@ def decode_batch(value: bytes) -> list[Echo | Hiccup | BadEcho]:
         reason = _check_hiccup(hcols)
         out.append(BadEcho(reason) if reason else Hiccup(probe=h.probe, cluster=h.cluster, **hcols))
     return out
+
+
+def decode_message(value: bytes) -> list[Echo | Hiccup]:
+    """The records of one echo-topic message of either format (a v2 batch, or one v1 record);
+    raises ``BadEcho`` on any bad one, for readers that expect the probes' own records."""
+    if not is_v2(value):
+        return [decode_record(value)]
+    records = decode_batch(value)
+    for r in records:
+        if isinstance(r, BadEcho):
+            raise r
+    return records  # type: ignore[return-value]

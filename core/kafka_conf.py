@@ -57,6 +57,18 @@ PROBE_PINNED: dict[str, Pin] = {
     ),
 }
 
+#: librdkafka settings that hold a secret. The Helm chart writes ``kafka:`` settings into a
+#: ConfigMap, so its schema takes these only as ``env:VAR`` (from ``secretEnv``) or ``file:PATH``
+#: references (a test derives that rule from this list).
+SECRET_SETTINGS = (
+    "sasl.password",
+    "ssl.key.password",
+    "ssl.keystore.password",
+    "ssl.key.pem",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.config",
+)
+
 #: Tuning knobs, named in the refusal so the user sees what stays theirs.
 TUNING = "acks, linger.ms, fetch.wait.max.ms"
 
@@ -99,6 +111,7 @@ ProbeKafka = Annotated[dict[str, str], _pinned_field(PROBE_PINNED)]
 
 __all__ = [
     "PROBE_PINNED",
+    "SECRET_SETTINGS",
     "STREAM_PINNED",
     "TUNING",
     "Pin",

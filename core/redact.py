@@ -10,17 +10,23 @@ demo's screen. What it hides:
   name the fix), a token with no user (``nats://<redacted>@host``), passwords that hold ``@`` or
   ``:`` (everything up to the last ``@`` of the authority is user info), and a scheme-less
   ``user:password@host`` (a Kafka bootstrap written with credentials);
+- every secret a setting held (:func:`remember`, :func:`remember_url`): a URL's password is cut
+  by the URL's structure where the URL is known (:func:`redact_url`), and wherever else it is
+  echoed (a client library's exception, a validation error quoting the input), whatever
+  characters it holds: spaces, tabs, quotes or newlines end no pattern here;
 - the value of every secret-named key (:data:`SECRET_KEY`: ``sasl.password``, ``password``,
   ``token``, ``ssl.key.password``, ``basic_auth_users`` ...) written as ``'key': value``,
   ``"key": value`` or ``key=value``, at any depth of a dict's repr or JSON;
 - a client library's quoted values (librdkafka: ``Invalid value "hunter2" for ...``);
 - a whole document quoted back by a validation error (``(got {...})``, ``input_value={...}``).
 
-Pure functions, no I/O: imports only the standard library.
+Pure functions, no I/O: imports only the standard library (and ``core.printable``, which
+escapes the control characters of every log record).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
@@ -29,6 +35,9 @@ import traceback
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import quote, unquote
+
+from core.printable import printable, printable_lines
 
 REDACTED = "<redacted>"
 
@@ -40,8 +49,15 @@ SECRET_KEY = re.compile(
 )
 _KEY_CHARS = r"[\w.\-]*"
 _SECRET_KEY_TEXT = rf"{_KEY_CHARS}(?:{SECRET_KEY.pattern}){_KEY_CHARS}"
-#: ``scheme://USERINFO@``: USERINFO runs to the last ``@`` before whitespace or a quote.
+#: ``scheme://USERINFO@``: USERINFO runs to the last ``@`` before whitespace or a quote (free
+#: text says no more; a URL known as such is cut by structure, and its secret remembered).
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][\w+.\-]*://)([^\s'\"<>`]*)@")
+#: A secret shorter than this is not hidden wherever it occurs (it would blank common words);
+#: :func:`redact_url` still cuts it out of its URL by structure.
+MIN_REMEMBERED = 4
+_remembered: set[str] = set()
+_remembered_lock = threading.Lock()
+_remembered_pattern: list[re.Pattern[str] | None] = [None]
 #: ``user:PASSWORD@host`` without a scheme (a Kafka bootstrap written with credentials).
 _BARE_USERINFO = re.compile(r"(?<![\w/:@.\-])([\w.+%\-]+):(?!//)([^\s'\"<>`]*)@(?=[\w\[])")
 #: A quoted secret-named key and its value: ``'sasl.password': 'x'``, ``"token": 5``,
@@ -74,10 +90,80 @@ def _hide_value(match: re.Match[str]) -> str:
     return f"{match.group('key')}{REDACTED}"
 
 
+def _quoted_forms(text: str) -> set[str]:
+    """How ``text`` reads inside a Python repr (either quote) or a JSON string."""
+    escaped = text.encode("unicode_escape").decode("ascii")
+    return {
+        repr(text)[1:-1],
+        escaped.replace("'", "\\'"),
+        escaped.replace('"', '\\"'),
+        json.dumps(text)[1:-1],
+        json.dumps(text, ensure_ascii=False)[1:-1],
+    }
+
+
+def remember(secret: str) -> None:
+    """Hide ``secret`` (and its percent-decoded form) in every line from now on, wherever it
+    occurs: for a value known to be secret that a library or an error may echo."""
+    forms: set[str] = set()
+    for raw in {secret, unquote(secret)}:
+        forms |= {raw, quote(raw, safe=""), *_quoted_forms(raw)}
+    with _remembered_lock:
+        new = {f for f in forms if len(f) >= MIN_REMEMBERED} - _remembered
+        if new:
+            _remembered.update(new)
+            alternatives = sorted(_remembered, key=len, reverse=True)
+            _remembered_pattern[0] = re.compile("|".join(map(re.escape, alternatives)))
+
+
+def _userinfo_of(url: str) -> tuple[str, str, str, str] | None:
+    """``(scheme://, user, secret, rest)`` of a URL with user info, cut by structure: the user
+    info is everything between ``://`` and the last ``@`` (a secret may hold any character)."""
+    scheme, sep, rest = url.partition("://")
+    at = rest.rfind("@")
+    if not sep or at < 0 or not re.fullmatch(r"[A-Za-z][\w+.\-]*", scheme.strip()):
+        return None
+    user, colon, password = rest[:at].partition(":")
+    if not (user and colon and password):  # a token, or ``token:``: all of it is secret
+        user, password = "", rest[:at]
+    return f"{scheme}://", user, password, rest[at + 1 :]
+
+
+def remember_url(url: str) -> None:
+    """Remember the secret of a URL's user info (see :func:`remember`); no-op without one."""
+    parts = _userinfo_of(url)
+    if parts is not None:
+        remember(parts[2])
+        if not parts[1]:  # ``token:`` or ``:password`` (no user): the token or password alone
+            remember(parts[2].removesuffix(":"))
+            remember(parts[2].removeprefix(":"))
+
+
+def remember_value(value: str) -> None:
+    """Remember a resolved secret: a URL's user info only (its host names the fix), else all."""
+    if _userinfo_of(value) is not None:
+        remember_url(value)
+    else:
+        remember(value)
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its user info's secret hidden by the URL's structure (whatever characters the
+    secret holds: the regex of :func:`redact_text` stops at a space), then redacted as text."""
+    parts = _userinfo_of(url)
+    if parts is not None:
+        head, user, _, rest = parts
+        url = f"{head}{user}:{REDACTED}@{rest}" if user else f"{head}{REDACTED}@{rest}"
+    return redact_text(url)
+
+
 def redact_text(text: str) -> str:
     """``text`` with every secret this module knows hidden (see the module docstring)."""
     if not text:
         return text
+    remembered = _remembered_pattern[0]
+    if remembered is not None:
+        text = remembered.sub(REDACTED, text)
     text = _WHOLE_DOCUMENT.sub(
         lambda m: "(got a mapping)" if m.group(0).startswith("(") else "input_value={…}", text
     )
@@ -104,6 +190,13 @@ def redact_mapping(value: Any) -> Any:
     return value
 
 
+def _printable_args(args: Any) -> Any:
+    """A log record's arguments with their strings escaped (``core.printable``)."""
+    if isinstance(args, Mapping):
+        return {k: printable(v) if isinstance(v, str) else v for k, v in args.items()}
+    return tuple(printable(a) if isinstance(a, str) else a for a in args)
+
+
 class RedactingRecord(logging.LogRecord):
     """A log record whose message, exception and stack text are redacted (whatever the handler)."""
 
@@ -111,14 +204,20 @@ class RedactingRecord(logging.LogRecord):
         super().__init__(*args, **kwargs)
         if self.exc_info and self.exc_info[0] is not None:
             # formatters use a set exc_text as is: the traceback is redacted once, here
-            self.exc_text = redact_text("".join(traceback.format_exception(*self.exc_info)))
+            text = "".join(traceback.format_exception(*self.exc_info))
+            self.exc_text = printable_lines(redact_text(text))
             self.exc_text = self.exc_text.rstrip("\n")
         if self.stack_info:
             self.stack_info = redact_text(self.stack_info)
 
     def getMessage(self) -> str:
-        """The formatted message, redacted."""
-        return redact_text(super().getMessage())
+        """The formatted message, redacted, its control characters escaped: all of them in the
+        arguments (a label from an echo or an archive must neither drive the terminal nor forge
+        a log line), all but line ends and tabs in the message itself."""
+        msg = str(self.msg)
+        if self.args:
+            msg = msg % _printable_args(self.args)
+        return printable_lines(redact_text(msg))
 
 
 class RedactingFilter(logging.Filter):
@@ -127,7 +226,7 @@ class RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         """Replace the record's message with its redacted text."""
         if not isinstance(record, RedactingRecord):
-            record.msg, record.args = redact_text(record.getMessage()), None
+            record.msg, record.args = printable_lines(redact_text(record.getMessage())), None
         return True
 
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
+from core.alert_template import template_error
 from core.config import ConfigError, StageConfig, build
 from core.hdr import REPORTED_QUANTILES
 from core.units import format_duration, parse_duration_s
@@ -52,6 +53,21 @@ Seconds = Annotated[float, BeforeValidator(_seconds)]
 PositiveSeconds = Annotated[float, BeforeValidator(_positive_seconds)]
 
 
+def _alert_template(value: str | None, objective: str | None = None) -> str | None:
+    """An annotation Prometheus will parse as a Go template; it refuses a rules file with one
+    that does not (every alert of the file stops), so the SLA refuses it first."""
+    if value is None:
+        return value
+    why = template_error(value)
+    if why is not None:
+        whose = f"objective {objective!r}: " if objective else ""
+        raise ValueError(
+            f"{whose}not a template Prometheus can parse ({why}); Prometheus would refuse the "
+            "whole rules file (write {{ and }} as {{ `{{` }} and {{ `}}` }} for literal braces)"
+        )
+    return value
+
+
 def bucket_boundary(seconds: float) -> float | None:
     """The exporter's ``le`` boundary equal to ``seconds`` (within float noise), else None."""
     for boundary in BUCKET_BOUNDARIES_S:
@@ -87,6 +103,11 @@ class Objective(StageConfig):
         if not _NAME.fullmatch(value):
             raise ValueError("use lower-case letters, digits, '-' and '_'")
         return value
+
+    @field_validator("summary", "runbook_url")
+    @classmethod
+    def _template(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _alert_template(value, info.data.get("name"))
 
     @field_validator("partition", mode="before")
     @classmethod
@@ -189,6 +210,11 @@ class SlaConfig(StageConfig):
     stream_stale_after: PositiveSeconds = 120.0
     runbook_url: str | None = None
     objectives: tuple[Objective, ...] = Field(min_length=1)
+
+    @field_validator("runbook_url")
+    @classmethod
+    def _runbook(cls, value: str | None) -> str | None:
+        return _alert_template(value)
 
     @field_validator("windows")
     @classmethod

@@ -9,10 +9,20 @@ from grafana_foundation_sdk.builders import dashboard as dash
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
 from dashboards.common import variables
-from dashboards.rows import brokers, hiccups, loss, pipeline, publish, slo, spectrum, tail
+from dashboards.rows import (
+    brokers,
+    hiccups,
+    loss,
+    pipeline,
+    probe_cost,
+    publish,
+    slo,
+    spectrum,
+    tail,
+)
 
 LATENCY_ROWS = (tail, brokers, spectrum, publish, slo)
-HEALTH_ROWS = (loss, hiccups, pipeline)
+HEALTH_ROWS = (loss, hiccups, probe_cost, pipeline)
 
 
 def _dashboard(uid: str, title: str, description: str, rows: tuple[Any, ...]) -> dict[str, Any]:

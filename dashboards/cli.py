@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from core.config import ConfigError
+from runtime.files import MAX_SECRET_BYTES, read_text_bounded
 
 EXPORT_EXAMPLES = """examples:
   nines dashboards export                      # writes dashboards/json/*.json
@@ -130,7 +131,7 @@ def _secret(flag: str | None, path: str | None, env: Mapping[str, str], var: str
         return flag
     if path:
         try:
-            return Path(path).read_text().strip() or None
+            return read_text_bounded(path, MAX_SECRET_BYTES).strip() or None
         except (OSError, UnicodeDecodeError) as exc:
             why = getattr(exc, "strerror", None) or "not UTF-8 text"
             field = var.lower().removeprefix("grafana_")

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from core.config import ConfigError
+from core.printable import printable
 from core.redact import install as install_redaction
 from core.redact import redact_text
 from monitor import __version__, quiet_stop
@@ -34,7 +35,8 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse, but a bad flag is one line naming it (as every other bad input), exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, redact_text(f"{self.prog}: error: {message} (see {self.prog} --help)\n"))
+        line = printable(f"{self.prog}: error: {message} (see {self.prog} --help)")
+        self.exit(2, redact_text(line) + "\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,9 +71,10 @@ def client_error_text(exc: BaseException) -> str:
 
 
 def print_error(command: str, text: str) -> None:
-    """The one line a command prints for bad input (through the redactor, as every line is)."""
+    """The one line a command prints for bad input (through the redactor, as every line is;
+    control characters from the input escaped, so one line it stays)."""
     line = " ".join(f"nines {command}: error: {text}".split("\n"))
-    print(redact_text(line), file=sys.stderr)
+    print(printable(redact_text(line)), file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -91,9 +91,23 @@ class Case:
 CASES = (Case(256, 3000), Case(1024, 3000), Case(5120, 2000), Case(1024, 20000))
 
 
-def cluster_label(system: str, case: Case) -> str:
-    """The probe's ``cluster`` label: which system and case a series belongs to."""
-    return f"compare.{system}.{case.key}"
+def cluster_label(system: str, case: Case, again: bool = False) -> str:
+    """The probe's ``cluster`` label: which system and case a series belongs to (``again``: the
+    first case's second run, at the end of the system's cases)."""
+    return f"compare.{system}.{case.key}" + (".again" if again else "")
+
+
+#: A p99 of the first case's second run more than this many times above or below its first run
+#: is printed as unstable: the system (or the machine) was not in one state through its cases.
+UNSTABLE_RATIO = 2.0
+
+
+def stability(first_p99_s: float | None, again_p99_s: float | None) -> str:
+    """``stable``, ``unstable`` (p99s more than UNSTABLE_RATIO apart), or ``?`` (no p99)."""
+    if not first_p99_s or not again_p99_s:
+        return "?"
+    ratio = max(first_p99_s, again_p99_s) / min(first_p99_s, again_p99_s)
+    return "unstable" if ratio > UNSTABLE_RATIO else "stable"
 
 
 def summarise(hist_by_label: dict[str, WindowHistogram]) -> dict[str, dict[str, Any]]:
@@ -133,6 +147,13 @@ def markdown(result: dict[str, Any], img_dir: str | None = None) -> str:
             else ""
         ),
         "",
+        f"Warm-up, the same for every system: each is started fresh, then probed for "
+        f"{SYSTEM_WARMUP_S:g} s at the first case's size before its first case (Apache Kafka's "
+        "`nines broker` also warms its JVMs until a second's acks have p99 < 50 ms before it "
+        "says ready). Each system runs its first case again after its last: `p99 again` is that "
+        f"run's p99, and a p99 more than {UNSTABLE_RATIO:g}× apart between the two runs is "
+        "marked **unstable**.",
+        "",
         "Latencies in milliseconds, read from the merged closed windows. `expected` is rate × "
         "duration; `samples` counts the e2e samples in the windows, lost messages included at "
         f"their loss timeout ({LOSS_TIMEOUT_S:g} s); `lost` is how many of them were lost; `late` "
@@ -143,13 +164,14 @@ def markdown(result: dict[str, Any], img_dir: str | None = None) -> str:
         "samples to exist (—).",
         "",
     ]
-    for case in result["cases"]:
+    for i, case in enumerate(result["cases"]):
         lines.append(f"**{case['label']}**\n")
         if img_dir:
             lines.append(f"![latency by percentile, {case['label']}]({img_dir}/{case['plot']})\n")
         head = ["system", "expected", "samples", "lost", "late", "unresolved", "echoes dropped"]
-        lines.append("| " + " | ".join(head + labels) + " | max |")
-        lines.append("|---" * (len(head) + len(labels) + 1) + "|")
+        tail = ["max", "p99 again", "stability"] if i == 0 else ["max"]
+        lines.append("| " + " | ".join(head + labels + tail) + " |")
+        lines.append("|---" * (len(head) + len(labels) + len(tail)) + "|")
         expected = case.get("expected")
         for system, row in case["systems"].items():
             probe = row.get("probe") or {}
@@ -161,9 +183,13 @@ def markdown(result: dict[str, Any], img_dir: str | None = None) -> str:
                 *(f"{probe[k]:,}" if k in probe else "?" for k in ("unresolved", "echo_dropped")),
             ]
             cells = ["—" if row[x] is None else f"{row[x] * 1e3:.3f}" for x in labels]
-            lines.append(
-                f"| {system} | " + " | ".join(counts + cells) + f" | {row['max_s'] * 1e3:.3f} |"
-            )
+            ends = [f"{row['max_s'] * 1e3:.3f}"]
+            if i == 0:
+                again = row.get("again_p99_s")
+                verdict = row.get("stability", "?")
+                ends += ["—" if again is None else f"{again * 1e3:.3f}",
+                         f"**{verdict}**" if verdict == "unstable" else verdict]  # fmt: skip
+            lines.append(f"| {system} | " + " | ".join(counts + cells + ends) + " |")
         lines.append("")
     return "\n".join(lines)
 
@@ -206,6 +232,12 @@ def run_compare(
         plot = f"compare-{case.key}.png"
         write_plot(merged, out_dir / plot, f"end-to-end latency by percentile, {case.label}")
         rows = summarise(merged)
+        if case == cases[0]:
+            for system, row in rows.items():
+                w = windows.get(cluster_label(system, case, again=True))
+                again = summarise({system: merge_all(w)})[system]["p99"] if w else None
+                row["again_p99_s"] = again
+                row["stability"] = stability(row["p99"], again)
         for system, row in rows.items():
             row["late"] = late.get(cluster_label(system, case), 0)
             row["system_echoes"] = seen.get(cluster_label(system, case), {})
@@ -251,6 +283,7 @@ def _run_all(
     #: ``nines_system_echoes_total``
     systems_seen: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     wanted = {cluster_label(s, c) for s in systems for c in cases}
+    wanted |= {cluster_label(s, cases[0], again=True) for s in systems}
 
     def on_batch(_batch_id: int, closed: list[WindowHistogram], counters: Any) -> None:
         for (cluster, _topic, _partition), n in counters.late.items():
@@ -298,6 +331,9 @@ def _run_all(
                         say(f"{system}: {case.label} for {duration_s:g} s")
                         label = cluster_label(system, case)
                         totals[label] = _probe(url, echo.bootstrap, label, case, duration_s, tmp)
+                    say(f"{system}: {cases[0].label} again, for {duration_s:g} s")
+                    label = cluster_label(system, cases[0], again=True)
+                    totals[label] = _probe(url, echo.bootstrap, label, cases[0], duration_s, tmp)
             # no echo after the last run would ever close its windows: a slow probe of the echo
             # cluster itself moves event time past them
             clock_s = parse_duration_s(WINDOW) + WATERMARK_S + 8

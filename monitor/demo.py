@@ -373,9 +373,12 @@ class _Output:
         self.console = Console(width=140) if plain else Console()
 
     def line(self, text: str) -> None:
+        from rich.text import Text
+
+        from core.printable import printable
         from core.redact import redact_text
 
-        self.console.print(redact_text(text), highlight=False)
+        self.console.print(Text(printable(redact_text(text))), highlight=False)
 
     @contextlib.contextmanager
     def live(self) -> Iterator[object]:

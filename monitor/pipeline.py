@@ -140,8 +140,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     """Validate the configuration, check the cluster, and run the pipeline."""
+    from runtime.fdlimit import raise_open_files_limit
     from streaming.cli import stream_config
 
+    raise_open_files_limit()  # /metrics connections and Kafka sockets: as Go programs do
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config = stream_config(args, PipelineConfig, flags(), checks=[check_exporter])
     return run_stream(config)  # Spark: only once the input is known to be good

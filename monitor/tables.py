@@ -7,6 +7,7 @@ from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from core.hdr import REPORTED_QUANTILES, min_samples_for, quantile_label
+from core.printable import printable
 from core.units import parse_duration_s
 from core.windows import WindowHistogram
 
@@ -84,6 +85,7 @@ def render_tables(
 
     from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
     labels = [quantile_label(q) for q in TABLE_QUANTILES]
     tables = []
@@ -96,17 +98,18 @@ def render_tables(
         rows = quantile_table([w for w in windows if w.series.kind == "e2e"])
         tail_s = max((r["max"] for r in rows), default=0.0)
         caption = "; ".join(
-            f"{cluster}: {attribution(hiccups.get(cluster), tail_s)}"
+            f"{printable(cluster)}: {attribution(hiccups.get(cluster), tail_s)}"
             for cluster in sorted({r["cluster"] for r in rows})
         )
         t = Table(
             title=f"latest closed {res} window (ended {when} UTC) — end-to-end latency, ms",
-            caption=caption or None,
+            caption=Text(caption) if caption else None,
         )
         for col in ("topic", "partition", "samples", *labels, "max", "lost", "probe pause"):
             t.add_column(col, justify="left" if col == "topic" else "right")
         for row in rows:
-            cells = [row["topic"], row["partition"], str(row["samples"])]
+            cells: list[Any] = [Text(printable(row["topic"])), Text(printable(row["partition"]))]
+            cells.append(str(row["samples"]))
             for label in labels:
                 v = row.get(label)
                 cells.append("—" if v is None else f"{v * 1e3:.3f}")
@@ -126,6 +129,7 @@ def render_tables(
 
         for status in live_status(sla, latest):
             worst = "—" if status["worst"] is None else f"{status['worst'] * 1e3:.3f}"
-            t.add_row(status["objective"], status["name"], worst, status["state"])
+            names = (Text(printable(status["objective"])), Text(printable(status["name"])))
+            t.add_row(*names, worst, status["state"])
         tables.append(t)
     return Group(*tables)

@@ -129,7 +129,12 @@ class ProbeAgent:
             self._echo_sink = echo_producer(cfg)
         self.publisher.open(self._echo_sink)
         transport.open_receiver(self.partitions)
-        self.schedule = Schedule(self.partitions, cfg.rate, self.clock.now_us() + START_DELAY_US)
+        self.schedule = Schedule(
+            self.partitions,
+            cfg.rate,
+            self.clock.now_us() + START_DELAY_US,
+            aligned=cfg.schedule == "aligned",
+        )
         probe = probe_hash(cfg.probe_id)
         publish = self.publisher.publish
         self.producer = ProbeProducer(

@@ -17,6 +17,7 @@ FLAGS = (
     "topic",
     "echo_topic",
     "rate",
+    "schedule",
     "size",
     "cluster",
     "probe_id",
@@ -47,9 +48,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="Probe a Kafka cluster at a fixed rate and publish one echo record per message.",
         description="Sends probe messages on an open-loop fixed-rate schedule to every partition "
         "of the probe topic (so every broker that leads one is probed), stamps each with its "
-        "INTENDED send time, consumes them back, and publishes one schema-v1 echo record per "
-        "message to the echo topic. A broker stall is counted for every message that should "
-        "have been sent during it. Limits: size <= 1 MiB, total rate <= 20,000 msgs/s.",
+        "INTENDED send time, consumes them back, and publishes one echo record per message to "
+        "the echo topic, in v2 batches (one Kafka message per 1,000 records or 100 ms; "
+        "--echo-format v1: one JSON message per record). A broker stall is counted for every "
+        "message that should have been sent during it. Limits: size <= 1 MiB, total rate <= "
+        "20,000 msgs/s.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -63,7 +66,10 @@ def run(args: argparse.Namespace) -> int:
     from core.config import ConfigError, build, section
     from probes.agent import run_probe
     from runtime.config_io import check_port_free, load_yaml
+    from runtime.fdlimit import raise_open_files_limit
     from runtime.webconfig import load_web_config
+
+    raise_open_files_limit()  # /metrics connections and Kafka sockets: as Go programs do
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     values = section(load_yaml(args.config), "probe")
@@ -72,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("probe.bootstrap: required (--bootstrap or `probe: bootstrap:`)")
     config = build(ProbeConfig, values, flags, prefix="probe")
     config.client_settings()  # an unset env: or unreadable file: secret fails here, exit 2
-    check_port_free(config.metrics_host, config.metrics_port)  # before any connection
+    if config.metrics_port:  # 0: no /metrics, so no address to check
+        check_port_free(config.metrics_host, config.metrics_port)  # before any connection
     load_web_config(config.web_config_file)  # a bad file or certificate: exit 2, now
     return run_probe(config)

@@ -14,14 +14,16 @@ from core.config import (
     kafka_bootstrap,
     kafka_topic_name,
     label,
-    redact_url,
     tcp_port,
 )
 from core.echo import DEFAULT_ECHO_TOPIC
 from core.echo_v2 import MAX_BATCH_ECHOES
 from core.kafka_conf import ProbeKafka
+from core.labels import MAX_LABEL_BYTES, label_bytes
+from core.redact import redact_url, remember_url
 from core.settings import setting
-from core.units import parse_duration_s, parse_rate, parse_size_bytes
+from core.units import format_duration, parse_duration_s, parse_rate, parse_size_bytes
+from core.windows import DEFAULT_WINDOWS
 from runtime.config_io import resolve_secret, resolve_secrets
 
 #: Bytes of the probe header inside every payload (see probes.payload).
@@ -29,6 +31,13 @@ HEADER_BYTES = 64
 #: Hard limits: a monitor must never become the load on the system it watches.
 MAX_SIZE_BYTES = 1024 * 1024
 MAX_TOTAL_RATE = 20_000.0
+#: At least one message per partition in each of the stream job's finest windows (10s by
+#: default): fewer leave windows with no sample, whose quantiles and max are missing, not low.
+MIN_RATE_WINDOW_S = DEFAULT_WINDOWS.finest_us / 1e6
+MIN_RATE = 1 / MIN_RATE_WINDOW_S
+#: The echo record's field of each label setting: the stream drops an echo whose label is
+#: longer than ``core.labels.MAX_LABEL_BYTES`` (``label_too_long``), so the probe refuses it.
+LABEL_FIELDS = {"cluster": "cluster", "probe_id": "probe"}
 
 
 #: ``--bootstrap`` URL scheme → the system probed; a plain ``host:port`` list is Kafka.
@@ -51,6 +60,7 @@ def _check_url(url: str) -> str:
     """A nats://, redis:// or amqp:// URL with a host and a valid port; the error hides secrets."""
     from urllib.parse import urlsplit
 
+    remember_url(url)  # a library's error may quote its password, whatever it holds
     shown = redact_url(url)
     if system_of(url) == "?":
         raise ValueError(
@@ -83,6 +93,12 @@ class ProbeConfig(StageConfig):
     topic: str = setting("nines.probe", help="probe topic")
     echo_topic: str = setting(DEFAULT_ECHO_TOPIC, help="echo topic")
     rate: float = setting(100.0, help="messages per second per partition")
+    #: staggered: partition i of n sends i / (rate × n) after partition 0; aligned: every
+    #: partition on one tick, so the partitions a broker leads share a produce request
+    #: (docs/brokers.md, "One tick or staggered")
+    schedule: Literal["staggered", "aligned"] = setting(
+        "staggered", help="staggered: partitions send in turn; aligned: on one shared tick"
+    )
     size: int = setting(512, unit="size", note="max 1MiB", help="payload bytes")
     cluster: str = setting("default", help="name of the probed cluster, its label")
     probe_id: str = setting(
@@ -92,7 +108,7 @@ class ProbeConfig(StageConfig):
     echo_buffer: int = setting(100_000, help="echo records queued for the echo cluster")
     #: v1: one JSON echo per Kafka message; v2: batches (docs/echo-format.md)
     echo_format: Literal["v1", "v2"] = setting(
-        "v1", help="v1: one JSON echo per message; v2: batches"
+        "v2", help="v2: batches of echoes (default); v1: one JSON echo per message"
     )
     #: v2 only: a batch is sent at this many records, and at least every 100 ms
     echo_batch: int = setting(1000, help="v2 only: records a batch is sent at")
@@ -171,6 +187,12 @@ class ProbeConfig(StageConfig):
             raise ValueError("must be a finite number of messages per second per partition")
         if rate <= 0:
             raise ValueError("must be > 0 messages per second per partition")
+        if rate < MIN_RATE:
+            raise ValueError(
+                f"must be at least {MIN_RATE:g}/s per partition: one message per partition in "
+                f"each of the stream's finest windows ({format_duration(MIN_RATE_WINDOW_S)}), "
+                "or those windows have no sample"
+            )
         if rate > MAX_TOTAL_RATE:
             raise ValueError(f"must be at most the probe's total limit of {MAX_TOTAL_RATE:g}/s")
         return rate
@@ -187,7 +209,18 @@ class ProbeConfig(StageConfig):
 
     @field_validator("cluster", "probe_id")
     @classmethod
-    def _label(cls, v: str) -> str:
+    def _label(cls, v: str, info: ValidationInfo) -> str:
+        # the stream's own limits (core.labels): what the probe accepts, the stream keeps
+        limit = MAX_LABEL_BYTES[LABEL_FIELDS[str(info.field_name)]]
+        try:
+            v.encode()
+        except UnicodeEncodeError:
+            raise ValueError("must be UTF-8 text (an echo record's labels are)") from None
+        if label_bytes(v) > limit:
+            raise ValueError(
+                f"must be at most {limit} bytes of UTF-8 (got {label_bytes(v)}): the stream "
+                "job drops an echo with a longer one (label_too_long)"
+            )
         return label(v)
 
     @field_validator("size", mode="before")
@@ -306,6 +339,19 @@ class ProbeConfig(StageConfig):
         producer = {
             "linger.ms": 0,
             "acks": "all",
+            # Not idempotent: once a partition's 5 requests are in flight to a slow broker,
+            # librdkafka 2.16's idempotent producer polls its socket with a 0 ms timeout until
+            # one returns (rdkafka_broker.c computes the wake-up before it applies the window):
+            # 0.89 of a core at 300 msgs/s and a 200 ms RTT, 0.02 without (docs/brokers.md). A
+            # duplicate or reordered probe message after a retry costs nothing: the tracker
+            # counts it (``duplicates``, ``out_of_order``) and measures each copy once.
+            "enable.idempotence": False,
+            # What a broker can take: once 5 requests wait on a connection, messages gather into
+            # the next request instead of one request each. Unbounded (librdkafka's default
+            # without idempotence), a freshly started 3-broker Kafka on 2 cores fell behind
+            # 900 one-message requests a second: acks 8 s late after 1 s of probing, 25 s late
+            # after 15 s. 5 is the Java producer's default, what the probed cluster's users run.
+            "max.in.flight.requests.per.connection": 5,
             "message.timeout.ms": int(self.loss_timeout * 1000) + DELIVERY_MARGIN_MS,
             **user,
             "bootstrap.servers": self.bootstrap,
@@ -323,10 +369,6 @@ class ProbeConfig(StageConfig):
             "acks": "all",
             "enable.idempotence": True,
         }
-        # with acks=all (the default), retries through a leader change neither duplicate nor
-        # reorder probe messages; a user's acks=1 or 0 turns that off, as librdkafka requires
-        if str(producer["acks"]).lower() in ("all", "-1") and "enable.idempotence" not in user:
-            producer["enable.idempotence"] = True
         consumer = {
             # Real Kafka answers a fetch as soon as a byte arrives; this bounds how long an idle
             # fetch is held, and so what a broker that parks every fetch for the whole wait (the

@@ -7,10 +7,12 @@ Topic metadata comes from :mod:`kafkautil`, shared with the stream job's pre-fli
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kafkautil import ConnectFailures, current_leaders, describe_topic, list_offsets
+from probes.client_stats import CLIENT_STATS
 from probes.config import ProbeConfig
 from probes.transport import AckReport, Layout
 
@@ -33,6 +35,8 @@ WATERMARK_TIMEOUT_S = 5.0
 #: send errors, loss and the NinesProbeSendErrors alert).
 LIBRDKAFKA_LOGGER = "nines.probe.librdkafka"
 
+log = logging.getLogger("nines.probe")
+
 
 class LibrdkafkaLog:
     """confluent-kafka's ``logger``: librdkafka's lines into :data:`LIBRDKAFKA_LOGGER` at DEBUG.
@@ -54,6 +58,12 @@ def quiet(settings: dict[str, Any]) -> dict[str, Any]:
     return {**settings, "logger": LibrdkafkaLog()}
 
 
+def watched(clients: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The probe's client settings, each reporting librdkafka's statistics to the probe's
+    /metrics under its own name (``producer``, ``consumer``, ``echo_producer``)."""
+    return {name: {**conf, **CLIENT_STATS.settings(name)} for name, conf in clients.items()}
+
+
 class KafkaTransport:
     """Probe messages through one producer (acks served by ``serve_reports``) and one consumer."""
 
@@ -61,7 +71,7 @@ class KafkaTransport:
         from confluent_kafka import Producer
 
         self.topic, self.bootstrap = config.topic, config.bootstrap
-        self._clients = config.clients()
+        self._clients = watched(config.clients())
         self._failures = ConnectFailures()
         self._producer: Any = Producer(
             {**quiet(self._clients["producer"]), "error_cb": self._failures}
@@ -88,8 +98,13 @@ class KafkaTransport:
         return current_leaders(self._producer, self.topic, REFRESH_TIMEOUT_S)
 
     def open_receiver(self, partitions: list[int]) -> None:
-        """Assign ``partitions`` at their high watermarks (no group, no commits)."""
-        self._consumer = self._reader(partitions)
+        """Assign ``partitions`` at their log ends (no group, no commits).
+
+        A partition whose log end is not known within ``WATERMARK_TIMEOUT_S`` (its leader is
+        slow or down) is probed anyway, read back from where the consumer finds the log end
+        once the leader answers: its messages sent before then are counted lost, never absent.
+        """
+        self._consumer = self._reader(partitions, unknown_ok=True)
 
     def add_receiver(self, partitions: list[int]) -> KafkaReceiver:
         """A consumer of its own for ``partitions``, added while probing, from their high
@@ -108,14 +123,20 @@ class KafkaTransport:
         self._grown.append(receiver)
         return receiver
 
-    def _reader(self, partitions: list[int]) -> Any:
-        """A consumer reading ``partitions`` back from their log ends."""
-        from confluent_kafka import Consumer, TopicPartition
+    def _reader(self, partitions: list[int], unknown_ok: bool = False) -> Any:
+        """A consumer reading ``partitions`` back from their log ends; with ``unknown_ok``, a
+        partition whose log end is not known in time starts where the consumer finds it."""
+        from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 
         consumer = Consumer(quiet(self._clients["consumer"]))
         try:
-            ends = list_offsets(consumer, self.topic, partitions, WATERMARK_TIMEOUT_S)
-            consumer.assign([TopicPartition(self.topic, p, ends[p]) for p in partitions])
+            if unknown_ok:
+                ends = log_ends(consumer, self.topic, partitions, self.leaders() or {})
+            else:
+                ends = list_offsets(consumer, self.topic, partitions, WATERMARK_TIMEOUT_S)
+            consumer.assign(
+                [TopicPartition(self.topic, p, ends.get(p, OFFSET_END)) for p in partitions]
+            )
         except Exception:
             consumer.close()
             raise
@@ -152,6 +173,46 @@ class KafkaTransport:
         self._producer = None
 
 
+def log_ends(
+    consumer: Any, topic: str, partitions: list[int], leaders: dict[int, int]
+) -> dict[int, int]:
+    """Partition → log end, for the partitions whose leader answers within
+    ``WATERMARK_TIMEOUT_S``; the others are left out, and logged.
+
+    One request per leader, all at once: one slow or down leader fails only its own
+    partitions, in one timeout (a single request for all would fail them all).
+    """
+    by_leader: dict[int, list[int]] = {}
+    for p in partitions:
+        by_leader.setdefault(leaders.get(p, -1), []).append(p)
+    ends: dict[int, int] = {}
+    errors: dict[int, str] = {}
+
+    def ask(group: list[int]) -> None:
+        try:
+            ends.update(list_offsets(consumer, topic, group, WATERMARK_TIMEOUT_S))
+        except Exception as exc:
+            errors.update(dict.fromkeys(group, str(exc)))
+
+    threads = [threading.Thread(target=ask, args=(g,)) for g in by_leader.values()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    missing = sorted(set(partitions) - set(ends))
+    if missing:
+        log.warning(
+            "%s: log end of partitions %s not known in %g s (%s); probing them anyway: their "
+            "messages are read back from where the consumer finds the log end once the leader "
+            "answers, and those sent before then are counted lost",
+            topic,
+            missing,
+            WATERMARK_TIMEOUT_S,
+            errors.get(missing[0], "no answer"),
+        )
+    return ends
+
+
 def arrivals(consumer: Any, timeout_s: float) -> Iterable[bytes | None] | None:
     """What arrived: ``poll`` returns on the first message, ``consume(timeout=0)`` then drains
     what is already fetched.
@@ -185,7 +246,7 @@ def echo_producer(config: ProbeConfig) -> Any:
     """The echo topic's producer (its buffer bounded by ``echo_buffer``)."""
     from confluent_kafka import Producer
 
-    return Producer(quiet(config.clients()["echo_producer"]))
+    return Producer(quiet(watched(config.clients())["echo_producer"]))
 
 
 def topic_admins(config: ProbeConfig) -> tuple[TopicAdmin, TopicAdmin]:

@@ -1,7 +1,9 @@
-"""The probe's own /metrics: counters per partition, echo buffer health, pauses."""
+"""The probe's own /metrics: counters per partition, echo buffer health, pauses, and the probe's
+own cost (CPU, its cgroup's throttling, its Kafka clients' requests and round trips)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -9,6 +11,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from core import promproto
+from probes.cgroup import Throttling, read_throttling
+from probes.client_stats import CLIENT_STATS, ClientStats
 from runtime.webconfig import WebConfig
 from runtime.webserver import MetricsServer
 
@@ -94,24 +98,110 @@ class ProbeCollector(Collector):
         yield admin
 
 
+class SelfCollector(Collector):
+    """The probe's own cost per scrape: process CPU, its cgroup's throttling, and its Kafka
+    clients' requests and round trips per broker (librdkafka's statistics)."""
+
+    def __init__(
+        self,
+        snapshot: Callable[[], dict[str, Any]],
+        clients: ClientStats,
+        throttling: Callable[[], Throttling | None] = read_throttling,
+    ) -> None:
+        self.snapshot, self.clients, self.throttling = snapshot, clients, throttling
+
+    def collect(self) -> Iterator[Any]:
+        """Metric families read now (absent where the host or the transport has none)."""
+        cluster = str(self.snapshot()["cluster"])
+        cpu = CounterMetricFamily(
+            "nines_probe_cpu_seconds",
+            "CPU time of the probe process (user + system, all threads, librdkafka's included).",
+            labels=["cluster"],
+        )
+        cpu.add_metric([cluster], time.process_time())
+        yield cpu
+        found = self.throttling()
+        if found is not None:
+            for name, doc, value in (
+                ("cgroup_cpu_periods", "CFS periods of the probe's cgroup.", found.periods),
+                (
+                    "cgroup_cpu_throttled_periods",
+                    "CFS periods in which the probe's cgroup was throttled (its CPU limit).",
+                    found.throttled_periods,
+                ),
+                (
+                    "cgroup_cpu_throttled_seconds",
+                    "Time the probe's cgroup spent throttled (its CPU limit).",
+                    found.throttled_s,
+                ),
+            ):
+                fam = CounterMetricFamily(f"nines_probe_{name}", doc, labels=["cluster"])
+                fam.add_metric([cluster], value)
+                yield fam
+        yield from self._clients(cluster)
+
+    def _clients(self, cluster: str) -> Iterator[Any]:
+        totals = self.clients.totals()
+        if not totals:
+            return
+        labels = ["cluster", "client", "broker"]
+        counters = {
+            name: CounterMetricFamily(f"nines_probe_client_{name}", doc, labels=labels)
+            for name, doc in (
+                ("requests", "Requests the probe's Kafka client sent to the broker."),
+                ("request_bytes", "Bytes of those requests."),
+                ("responses", "Responses the probe's Kafka client received from the broker."),
+                ("response_bytes", "Bytes of those responses."),
+                ("wakeups", "Wake-ups of the client's thread for that broker (librdkafka)."),
+            )
+        }
+        rtt = {
+            stat: GaugeMetricFamily(
+                f"nines_probe_client_rtt_{stat}_seconds",
+                f"librdkafka's request round-trip time to the broker, {stat} over its last "
+                "statistics window (absent when no response came in it).",
+                labels=labels,
+            )
+            for stat in ("avg", "p99")
+        }
+        for (client, broker), b in sorted(totals.items()):
+            where = [cluster, client, broker]
+            counters["requests"].add_metric(where, b.requests)
+            counters["request_bytes"].add_metric(where, b.request_bytes)
+            counters["responses"].add_metric(where, b.responses)
+            counters["response_bytes"].add_metric(where, b.response_bytes)
+            counters["wakeups"].add_metric(where, b.wakeups)
+            if b.rtt_avg_us is not None and b.rtt_p99_us is not None:
+                rtt["avg"].add_metric(where, b.rtt_avg_us / 1e6)
+                rtt["p99"].add_metric(where, b.rtt_p99_us / 1e6)
+        yield from counters.values()
+        yield from rtt.values()
+
+
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, value=value)
 
 
 def serve(
-    snapshot: Callable[[], dict[str, Any]], host: str, port: int, web: WebConfig | None = None
+    snapshot: Callable[[], dict[str, Any]],
+    host: str,
+    port: int,
+    web: WebConfig | None = None,
+    clients: ClientStats = CLIENT_STATS,
 ) -> MetricsServer:
     """Serve /metrics from a registry of its own; the server (``close()`` stops it).
 
     The exporter's server (``runtime.webserver``: timeouts, bounded renderers, TLS off the accept
     thread), with the web config's TLS and basic auth, rendering the registry per scrape, in the
     protobuf format for a scraper that asks for it (a Prometheus with native histograms on asks
-    every target for it).
+    every target for it). ``clients``: where the Kafka clients' statistics arrive (the
+    process's, unless a test brings its own).
     """
     from prometheus_client import CollectorRegistry, generate_latest
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ProbeCollector(snapshot))
+    registry.register(SelfCollector(snapshot, clients))
     return MetricsServer(
         lambda: generate_latest(registry),
         host,

@@ -17,7 +17,8 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from core.config import ConfigError, redact_url
+from core.config import ConfigError
+from core.redact import redact_url
 from probes.config import ProbeConfig
 from probes.transport import NO_ACK, SINGLE, Layout, Outbox, Outgoing, Warnings, drain
 

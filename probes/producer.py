@@ -75,9 +75,14 @@ class ProbeProducer:
             while self._joining:
                 schedule.add(*self._joining.popleft())
             intended, partition, seq = schedule.next_due()
-            if self.end_us is not None and intended >= self.end_us:
-                return
             now = clock.now_us()
+            if self.end_us is not None and intended >= self.end_us:
+                # the last message is sent; the duration is not over until its end (at a low
+                # rate the next message may be due seconds after it)
+                if now >= self.end_us:
+                    return
+                stopping.wait(min(self.end_us - now, MAX_NAP_US) / 1e6)
+                continue
             if intended > now:
                 time.sleep(min(intended - now, MAX_NAP_US) / 1e6)
                 continue

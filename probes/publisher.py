@@ -13,6 +13,7 @@ import functools
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -111,6 +112,15 @@ class EchoPublisher:
 
 #: A v2 batch waits at most this long for more records (the housekeeper also flushes it).
 LINGER_S = 0.1
+#: Echo messages in flight to the echo cluster at once; more wait in the publisher. Below
+#: librdkafka's window of 5 requests per partition for an idempotent producer: once that window
+#: is full, librdkafka 2.16 polls its socket with a 0 ms timeout until a response returns, a
+#: core's worth of CPU while the echo cluster is slow (docs/brokers.md). All of a probe's
+#: echoes share one key, so one partition.
+MAX_IN_FLIGHT = 4
+#: Records of one echo message when pending batches are merged (v2 echoes are ~73 bytes: about
+#: 365 KB, within librdkafka's default 1 MB message.max.bytes).
+MERGED_ECHOES = 5_000
 
 
 class BatchingEchoPublisher(EchoPublisher):
@@ -120,6 +130,8 @@ class BatchingEchoPublisher(EchoPublisher):
     The sink then queues a few messages instead of one per record (1,000 produce calls a
     second at 1,000 msgs/s become about 10). ``capacity`` (``echo_buffer``) bounds the records
     queued in the sink; a batch that does not fit, or fails, counts each of its records dropped.
+    At most ``MAX_IN_FLIGHT`` messages are in the sink at once; closed batches wait here
+    (within ``capacity``) and are merged while they wait.
     """
 
     def __init__(
@@ -140,8 +152,13 @@ class BatchingEchoPublisher(EchoPublisher):
         #: The batch's probe and cluster, and its echoes' topic (v2 batches one source).
         self._source: tuple[str, str] = ("", "")
         self._topic: str | None = None
-        #: Records handed to the sink and not yet delivered or failed.
+        #: Records handed to the sink or waiting for it (``_pending``), not yet delivered or
+        #: failed: what ``capacity`` bounds.
         self._in_sink = 0
+        #: Closed batches waiting for a place in flight: (source, topic, records), oldest first.
+        self._pending: deque[tuple[tuple[str, str], str | None, list[Echo | Hiccup]]] = deque()
+        #: Echo messages handed to the sink and not yet reported (at most ``MAX_IN_FLIGHT``).
+        self._messages_in_sink = 0
         self._lock = threading.Lock()
 
     def publish(self, record: Echo | Hiccup) -> None:
@@ -167,28 +184,54 @@ class BatchingEchoPublisher(EchoPublisher):
                 self._send_locked()
 
     def _send_locked(self) -> None:
+        """Close the batch: queue it for the sink, and hand the sink what fits in flight."""
         batch, self._batch = self._batch, []
-        if not batch:
-            return
-        n = len(batch)
-        if self._in_sink + n > self.capacity:
-            self._dropped("echo buffer full", n)
-            return
-        try:
-            self.sink.produce(  # type: ignore[union-attr]
-                self.topic,
-                key=self.key,
-                value=encode_batch(batch),
-                on_delivery=functools.partial(self._batch_done, n),
-            )
-        except BufferError:
-            self._dropped("echo buffer full", n)
-            return
-        self._in_sink += n
+        if batch:
+            n = len(batch)
+            if self._in_sink + n > self.capacity:
+                self._dropped("echo buffer full", n)
+            else:
+                self._in_sink += n
+                self._pending.append((self._source, self._topic, batch))
+        self._drain_locked()
+
+    def _drain_locked(self) -> None:
+        """Produce pending batches while fewer than ``MAX_IN_FLIGHT`` messages are in flight;
+        consecutive batches of one source are merged, up to ``MERGED_ECHOES`` records, so a
+        slow echo cluster gets fewer, larger messages rather than a longer queue."""
+        pending = self._pending
+        while pending and self._messages_in_sink < MAX_IN_FLIGHT:
+            source, topic, records = pending.popleft()
+            while (
+                pending
+                and pending[0][0] == source
+                and (pending[0][1] is None or topic is None or pending[0][1] == topic)
+                and len(records) + len(pending[0][2]) <= MERGED_ECHOES
+            ):
+                _, other, more = pending.popleft()
+                topic, records = topic or other, records + more
+            n = len(records)
+            try:
+                self.sink.produce(  # type: ignore[union-attr]
+                    self.topic,
+                    key=self.key,
+                    value=encode_batch(records),
+                    on_delivery=functools.partial(self._batch_done, n),
+                )
+            except BufferError:
+                self._in_sink -= n
+                self._dropped("echo buffer full", n)
+                continue
+            self._messages_in_sink += 1
 
     def _batch_done(self, n: int, err: Any, _msg: Any) -> None:
         with self._lock:
             self._in_sink -= n
+            self._messages_in_sink -= 1
+            # a place in flight is free: the next pending batch takes it now, not at the next
+            # poll (this runs inside the sink's poll, on the thread that polls it)
+            if self.sink is not None:
+                self._drain_locked()
         if err is None:
             self.published += n
         else:
@@ -209,9 +252,13 @@ class BatchingEchoPublisher(EchoPublisher):
         super().poll()
 
     def flush(self, timeout_s: float) -> None:
-        """Send the batch so far, then deliver what is buffered, waiting at most ``timeout_s``."""
+        """Send the batch so far, then deliver what is buffered, waiting at most ``timeout_s``
+        (pending batches go out as earlier ones are reported, within the same wait)."""
+        deadline = time.monotonic() + timeout_s
         self.send()
-        super().flush(timeout_s)
+        while self._pending and time.monotonic() < deadline:
+            self.sink.poll(min(0.05, max(0.0, deadline - time.monotonic())))  # type: ignore[union-attr]
+        super().flush(max(0.0, deadline - time.monotonic()))
 
     @property
     def buffered(self) -> int:

@@ -21,7 +21,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from core.config import ConfigError, redact_url
+from core.config import ConfigError
+from core.redact import redact_url
 from probes.config import ProbeConfig
 from probes.transport import SINGLE, Layout, Outbox, Warnings
 

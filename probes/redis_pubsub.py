@@ -15,7 +15,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from core.config import ConfigError, redact_url
+from core.config import ConfigError
+from core.redact import redact_url
 from probes.config import ProbeConfig
 from probes.transport import NO_ACK, SINGLE, Layout, Outbox, Warnings
 

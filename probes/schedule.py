@@ -13,18 +13,26 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Schedule:
-    """Per-partition fixed-rate schedule, staggered so partitions do not send in lock step."""
+    """Per-partition fixed-rate schedule.
+
+    ``aligned``: every partition's message k is intended at the same instant (one tick), so
+    the partitions a broker leads share its produce requests. Otherwise staggered: partition i
+    of n is offset by i / (rate × n), so no two partitions send in lock step and each sample
+    is taken on its own.
+    """
 
     partitions: list[int]
     rate_per_s: float
     t0_us: int
     next_seq: dict[int, int] = field(default_factory=dict)
+    aligned: bool = False
 
     def __post_init__(self) -> None:
         self.next_seq = {p: 0 for p in self.partitions}
         n = len(self.partitions)
         self._offset_us = {
-            p: int(i * 1e6 / (self.rate_per_s * n)) for i, p in enumerate(self.partitions)
+            p: 0 if self.aligned else int(i * 1e6 / (self.rate_per_s * n))
+            for i, p in enumerate(self.partitions)
         }
         # (intended_us, partition, seq) of each partition's next message: the earliest is on
         # top, so a send costs O(log partitions), not a scan of them all.

@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 
 from core.config import ConfigError
+from runtime.files import MAX_SMALL_BYTES, read_text_bounded
 
 FORMAT = 1
 #: The totals, in the order the log line shows them.
@@ -52,7 +53,7 @@ def read_summary(path: str | Path) -> dict[str, int]:
     A file of another format raises ValueError rather than be misread.
     """
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(read_text_bounded(path, MAX_SMALL_BYTES))
     except FileNotFoundError:
         return {}
     if not isinstance(data, dict) or data.get("format") != FORMAT:

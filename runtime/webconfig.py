@@ -21,6 +21,7 @@ from pydantic import Field, field_validator
 
 from core.config import ConfigError, StageConfig, build
 from runtime.config_io import load_yaml
+from runtime.files import MAX_PEM_BYTES, read_bounded, read_text_bounded
 
 #: exporter-toolkit's client_auth_type values and what Python's ssl module can enforce of each.
 CLIENT_AUTH = {
@@ -181,10 +182,12 @@ def server_ssl_context(tls: TlsServerConfig) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = TLS_VERSIONS[tls.min_version]
     try:
+        for path in (tls.cert_file, tls.key_file):
+            read_bounded(path, MAX_PEM_BYTES)  # a FIFO or a device would hang OpenSSL's read
         ctx.load_cert_chain(certfile=tls.cert_file, keyfile=tls.key_file)
         if tls.client_ca_file:
-            ctx.load_verify_locations(cafile=tls.client_ca_file)
-    except (OSError, ssl.SSLError) as exc:
+            ctx.load_verify_locations(cadata=read_text_bounded(tls.client_ca_file, MAX_PEM_BYTES))
+    except (OSError, ssl.SSLError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or str(exc)
         raise ConfigError(f"web-config-file: tls_server_config: cannot load: {reason}") from None
     ctx.verify_mode = CLIENT_AUTH[tls.client_auth_type]

@@ -3,18 +3,30 @@ scraper accepts it, and outlives its clients.
 
 Not prometheus_client's ``start_http_server``: that one renders a registry on every scrape in
 one thread per client with no timeouts, and does the TLS handshake in its accept loop, so one
-client that connects and sends nothing stalls every scrape and the shutdown. Here, as in Go's
-``net/http`` with exporter-toolkit:
+client that connects and sends nothing stalls every scrape and the shutdown. Here:
 
-- the accept loop only accepts; each connection gets a thread of its own, which does the TLS
-  handshake within ``TLS_HANDSHAKE_TIMEOUT_S``, must receive the whole request head within
-  ``READ_TIMEOUT_S`` (Go's ``ReadHeaderTimeout``: a slowloris that sends a byte a second is cut)
-  and write the whole response within ``WRITE_TIMEOUT_S`` (a client that reads slowly is cut);
-- at most ``MAX_CONNECTIONS`` connections are served at once; more wait in the listen backlog,
-  not refused, until one ends (each ends within the three timeouts);
+- one thread (``nines-metrics``) runs an event loop (``selectors``, non-blocking sockets) that
+  accepts, does each TLS handshake (non-blocking ``do_handshake``: OpenSSL's crypto runs without
+  the GIL), reads each request head and writes each response. A connection costs a socket and a
+  few hundred bytes, not a thread, so an idle, trickling or half-handshaken client costs a
+  bounded share and never a scrape;
+- each phase has a deadline: the handshake ``TLS_HANDSHAKE_TIMEOUT_S``, then the whole request
+  head ``READ_TIMEOUT_S`` (Go's ``ReadHeaderTimeout``: a slowloris that sends a byte a second is
+  cut), then the whole response ``WRITE_TIMEOUT_S`` (a client that reads slowly is cut);
+- at most ``MAX_CONNECTIONS`` connections are open. At the cap, a new connection evicts the one
+  idle longest in its handshake or head (then the oldest whose bytes wait on the loop, then the
+  oldest writer that has taken no byte for ``STALLED_WRITE_S``), never one younger than
+  ``EVICT_MIN_AGE_S``, so a new scrape always gets in: a flood from the scraper's own address
+  (127.0.0.1) cannot keep it out, which a limit per address could not promise;
+- a turn of the loop works at most ``TURN_S``, then accepts; in a turn, reads and writes come
+  first, then handshakes under way, then first handshake steps (the RSA), newest and oldest in
+  turn;
+- a complete request goes to one of ``MAX_HANDLERS`` handler threads (credentials, render,
+  compression); ``/-/healthy`` and ``/-/ready`` are answered in the loop itself, without a
+  render, a handler or credentials (they reveal nothing);
 - at most ``MAX_RENDERS`` bodies are rendered and compressed at once; a scrape that finds them
-  busy for ``RENDER_WAIT_S`` is answered ``503`` with ``Retry-After``. Writing happens after a
-  render's slot is released, so a slow reader holds a connection, never a renderer;
+  busy for ``RENDER_WAIT_S`` is answered ``503`` with ``Retry-After``. The loop writes the
+  response, so a slow reader holds a socket, never a renderer or a handler;
 - the same body (the same ``bytes`` object, or parts: the exporter caches them) is compressed
   once, and a large part that stays the same object from one body to the next is compressed
   once too (``core.gzip_parts``); the body's owner may compress a part ahead of the scrape
@@ -22,18 +34,37 @@ client that connects and sends nothing stalls every scrape and the shutdown. Her
 - a scraper whose ``Accept`` asks for the delimited protobuf format (``core.promproto``: how
   native histograms reach Prometheus) gets the ``protobuf`` body when the server has one, through
   the same renderers and the same compression cache; any other scraper gets the text format;
+- ``HEAD`` answers as ``GET`` without the body; one request per connection (HTTP/1.0);
 - ``close()`` stops accepting and cuts every open connection, so SIGTERM ends the process at once.
 
-``/-/healthy`` and ``/-/ready`` answer ``OK`` without rendering and without credentials (they
-reveal nothing), for a cheap readiness probe; every other path is the metrics.
+Chosen by measurement (``python tests/metrics_flood.py [--tls DIR --idle 400 --trickle 300
+--hello 400]``: 1,100 connections from 127.0.0.1, half idle and half sending a request head a
+byte a second, each reopened 0.5 s after it is cut, a scrape every 0.25 s; 2 cores shared with
+other sessions' work; docs/architecture.md has the table and the rules' reasons):
+
+- a thread per connection capped at 64 (the server before this one; load 7): 1 scrape answered
+  in 10 s, after 14 s; over TLS, with 400 of them stopped mid-handshake, the same;
+- a thread per connection with the cap above the flood (1,300, no eviction: deadlines on a pool;
+  load 7): every scrape answered (median 1.2 ms, max 141 ms; TLS 4.7 / 539 ms), but 1,106
+  threads, and nothing bounds them but the flood's size;
+- this loop (load 7-12): every scrape answered, median 5-69 ms, max 512 ms (TLS, 400 of the
+  1,100 mid-handshake and reopened after 1 s: median 67-81 ms, max 0.76-1.64 s), 5 threads,
+  0.05 of a core (TLS 0.16-0.21). Its limit is RSA: a flood of nothing but fresh ClientHellos,
+  faster than the loop signs, is a CPU attack and cuts some scrapes (16-20 of 20-21 answered).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import heapq
 import io
+import logging
+import os
+import queue
 import selectors
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -43,6 +74,8 @@ from typing import Any
 from core import promproto
 from core.gzip_parts import PartsGzip
 from runtime.webconfig import READY_PATH, UNAUTHORIZED_HEADERS, WebConfig
+
+log = logging.getLogger(__name__)
 
 #: zlib level of gzipped text scrapes. At 10,000 probe partitions the exporter's 67 MB of text
 #: are 4.3 MB at level 4 and 4.0 MB at level 6, for half the CPU (0.27 s and 0.54 s, the whole
@@ -60,10 +93,35 @@ READ_TIMEOUT_S = 5.0
 #: Seconds a client has to read the whole response (a 5 MB gzipped scrape takes well under 1 s
 #: on any network Prometheus scrapes over).
 WRITE_TIMEOUT_S = 30.0
-#: Connections served at once (a thread each); more wait in the listen backlog until one ends.
-MAX_CONNECTIONS = 64
-#: Connections the kernel queues beyond those (then a client's connect waits or is refused).
-LISTEN_BACKLOG = 128
+#: Connections open at once; at the cap a new one evicts the oldest incomplete one. 512 fit the
+#: common soft open-file limit of 1,024 with room for the process's own (Kafka) sockets, and take
+#: a flood 512 connections to push a scrape out before its head is in (on loopback a scrape's
+#: head follows its connect by well under a millisecond; its TLS handshake, a few).
+MAX_CONNECTIONS = 512
+#: Seconds a connection is safe from eviction: a burst of connects larger than the cap waits in
+#: the kernel's backlog (where it costs nothing) instead of evicting connections just accepted,
+#: a scrape's among them, before their first bytes were read; and eviction, so the churn of a
+#: flood that reconnects, is bounded at ``MAX_CONNECTIONS / EVICT_MIN_AGE_S`` a second.
+EVICT_MIN_AGE_S = 0.25
+#: Seconds without a byte taken before a connection being written to counts as idle (evictable).
+STALLED_WRITE_S = 1.0
+#: Bytes of a request line and headers (Prometheus sends ~300): a longer head is answered 431.
+MAX_HEAD_BYTES = 16 * 1024
+#: Seconds the rest of a refused head is read and dropped after the 431, so that the client
+#: reads the answer rather than a reset (Go waits 0.5 s for the same reason).
+LINGER_S = 1.0
+#: Connections the kernel queues until the loop accepts them (it caps this at
+#: ``net.core.somaxconn``, 4,096 on Linux since 5.4): room for a burst of connects; Go's
+#: listeners ask for somaxconn too.
+LISTEN_BACKLOG = 4096
+#: Connections accepted per turn of the loop, so a connect storm cannot starve the reads.
+ACCEPT_BATCH = 128
+#: Seconds of handshakes, reads and writes per turn of the loop before it accepts again: a
+#: flood of ClientHellos costs ~1 ms of RSA each, and a turn through 400 of them left the
+#: listen backlog to overflow (a dropped SYN costs a scrape 1 s, then 3 s).
+TURN_S = 0.02
+#: Threads that handle complete requests (credentials, render, compression), started as needed.
+MAX_HANDLERS = 8
 #: Bodies rendered and compressed at once: a render is CPU-bound, so more than the cores buy
 #: nothing but memory (each holds a body, up to 70 MB of text at 10,000 partitions).
 MAX_RENDERS = 2
@@ -74,56 +132,89 @@ RENDER_WAIT_S = 2.0
 RETRY_AFTER_S = 1
 #: Paths answered ``OK`` without a render: liveness and readiness probes.
 HEALTH_PATHS = frozenset({"/-/healthy", READY_PATH})
-#: Seconds ``close()`` waits for the connections' threads to end (a render or a check in flight).
+#: Niceness added to the server's threads, so that on a busy core the probe's sender, not a
+#: flood's handshakes, runs first: a TLS flood doubled the probe's CPU, and its send lag's p99.9
+#: went from 5 to 22 ms (load 7, 2 cores). Not 10: that starved the server behind other
+#: processes' work (a scrape took 2.1 s at load 13); in a container the niceness only ranks the
+#: process's own threads.
+NICE = 5
+#: Seconds ``close()`` waits for the handler threads to end (a render or a check in flight).
 CLOSE_JOIN_S = 5.0
-#: Seconds between the accept loop's looks at ``close()``.
-_POLL_S = 0.2
-
+#: Bytes handed to one ``send``.
+_SEND_CHUNK = 256 * 1024
+#: Seconds between looks for an evictable connection while the cap holds new ones back.
+_PAUSE_S = 0.05
+#: Longest sleep of the loop with nothing due (``close()`` wakes it at once anyway).
+_POLL_S = 1.0
 
 #: What a body callable returns: the body, or its parts in order (``core.gzip_parts``).
 Body = bytes | Sequence[bytes]
 
-
-class _DeadlineReader(io.RawIOBase):
-    """The socket's bytes, none after ``deadline``: each read waits only for what time is left."""
-
-    def __init__(self, sock: socket.socket, deadline: float) -> None:
-        self._sock = sock
-        self._deadline = deadline
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("request head not received in time")
-        self._sock.settimeout(left)
-        return self._sock.recv_into(buffer)
+_HANDSHAKE, _HEAD, _HANDLING, _WRITING = "handshake", "head", "handling", "writing"
+#: after a response to a request not read whole: reads and drops the rest until the client
+#: closes, so that closing does not reset the connection before the client has the response
+_LINGER = "linger"
+_TOO_LARGE = (
+    b"HTTP/1.0 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Content-Length: 24\r\nConnection: close\r\n\r\nRequest head too large\r\n"
+)
 
 
-class _DeadlineWriter(io.RawIOBase):
-    """Writes the whole of each chunk by ``deadline`` (set when the response starts)."""
+class _Conn:
+    """One client connection and where it is in its life."""
 
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-        self.deadline: float | None = None
+    __slots__ = (
+        "addr",
+        "at",
+        "born",
+        "closed",
+        "deadline",
+        "head",
+        "linger",
+        "out",
+        "phase",
+        "progress_at",
+        "seq",
+        "sock",
+        "tries",
+    )
 
-    def writable(self) -> bool:
-        return True
+    def __init__(
+        self, sock: socket.socket, addr: Any, phase: str, deadline: float, seq: int
+    ) -> None:
+        #: the order of accepting: a later connection has a larger one
+        self.seq = seq
+        self.born = time.monotonic()
+        #: handshake steps so far: the first one does the RSA (a ClientHello read whole)
+        self.tries = 0
+        #: its request was not read whole: drop the rest after the response (``_LINGER``)
+        self.linger = False
+        self.sock = sock
+        self.addr = addr
+        self.phase = phase
+        self.deadline = deadline
+        self.head = bytearray()
+        #: the response still to write: parts, the first one from ``at``
+        self.out: collections.deque[bytes] = collections.deque()
+        self.at = 0
+        self.progress_at = 0.0
+        self.closed = False
+
+
+class _Collect:
+    """A handler's ``wfile``: keeps the response's bytes objects as they are (no copy)."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
 
     def write(self, data: Any) -> int:
-        if self.deadline is None:
-            self.deadline = time.monotonic() + WRITE_TIMEOUT_S
-        view = memoryview(data).cast("B")
-        sent = 0
-        while sent < len(view):
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("response not read in time")
-            self._sock.settimeout(left)
-            sent += self._sock.send(view[sent : sent + 256 * 1024])
-        return sent
+        chunk = data if isinstance(data, bytes) else bytes(data)
+        if chunk:
+            self.parts.append(chunk)
+        return len(chunk)
+
+    def flush(self) -> None:
+        pass
 
 
 class MetricsServer:
@@ -150,87 +241,375 @@ class MetricsServer:
         self._on_scrape = on_scrape
         self._content_type = content_type
         self._tls = web.ssl_context() if web is not None else None
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._renders = threading.BoundedSemaphore(MAX_RENDERS)
+        self._max_connections = MAX_CONNECTIONS
         #: content type → the compressor of its bodies (keeps the last one's parts compressed)
         self._gzipped: dict[str, PartsGzip] = {}
-        self._open: set[socket.socket] = set()
-        #: the connections' threads, so ``close()`` can let them end
-        self._workers: set[threading.Thread] = set()
-        self._open_lock = threading.Lock()
+        self._lock = threading.Lock()
+        #: every open connection (the loop's alone; others only read its size)
+        self._open: dict[_Conn, None] = {}
+        #: connections in their handshake or head that wait on their client, the one idle the
+        #: longest first: the first to evict
+        self._idle: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
+        #: connections in their handshake or head whose bytes wait on the loop (a queue of
+        #: ClientHellos, ~1 ms of RSA each): a scrape among them is not evicted for the
+        #: loop's delay while an idle one remains
+        self._pending: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
+        #: connections being written to, oldest first
+        self._writing: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
+        #: (deadline, n, connection): the loop cuts each at its deadline
+        self._deadlines: list[tuple[float, int, _Conn]] = []
+        self._n = 0
+        #: responses the handlers finished, for the loop to write
+        self._done: collections.deque[tuple[_Conn, list[bytes]]] = collections.deque()
+        self._requests: queue.SimpleQueue[tuple[_Conn, bytes] | None] = queue.SimpleQueue()
+        self._handlers: list[threading.Thread] = []
+        self._idle_handlers = 0
         self._closing = threading.Event()
+        self._accepting = True
+        self._resume_at = 0.0
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._listener = socket.socket(family, socket.SOCK_STREAM)
         try:
             self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             self._listener.bind((host, port))
             self._listener.listen(LISTEN_BACKLOG)
+            self._listener.setblocking(False)
         except OSError:
             self._listener.close()
             raise
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._listener, selectors.EVENT_READ, "listener")
+        self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
         self.host = host
         self.port = int(self._listener.getsockname()[1])
         #: answered 503 because every renderer stayed busy (tests and logs read it)
         self.busy_answers = 0
-        self._thread = threading.Thread(target=self._accept_loop, name="nines-metrics", daemon=True)
+        #: connections cut to make room for a new one, and cut at a phase's deadline
+        self.evicted = 0
+        self.timed_out = 0
+        self._thread = threading.Thread(target=self._loop, name="nines-metrics", daemon=True)
         self._thread.start()
 
-    # -- accepting ----------------------------------------------------------------------------
+    # -- the loop -----------------------------------------------------------------------------
 
-    def _accept_loop(self) -> None:
-        """Accept while a connection slot is free; never touch a client's bytes here."""
-        with selectors.DefaultSelector() as sel:
-            sel.register(self._listener, selectors.EVENT_READ)
-            while not self._closing.is_set():
-                if not self._slots.acquire(timeout=_POLL_S):
-                    continue  # every slot busy: clients wait in the backlog
-                conn = None
-                while conn is None and not self._closing.is_set():
-                    if sel.select(_POLL_S):
-                        with contextlib.suppress(OSError):  # e.g. reset before accept
-                            conn, addr = self._listener.accept()
-                if conn is None:
-                    self._slots.release()
-                    break
-                with self._open_lock:
-                    self._open.add(conn)
-                worker = threading.Thread(
-                    target=self._connection,
-                    args=(conn, addr),
-                    name="nines-metrics-conn",
-                    daemon=True,
-                )
-                with self._open_lock:
-                    self._workers.add(worker)
-                worker.start()
-
-    def _connection(self, conn: socket.socket, addr: Any) -> None:
-        """One client: handshake, one request, one response, each within its timeout."""
-        sock: socket.socket = conn
+    def _loop(self) -> None:
+        """Accept, handshake, read heads and write responses until ``close()``."""
+        _yield_cpu()
         try:
-            if self._tls is not None:
-                conn.settimeout(TLS_HANDSHAKE_TIMEOUT_S)
-                sock = self._tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
-                with self._open_lock:
-                    self._open.add(sock)
-                    if self._closing.is_set():  # close() may have cut ``conn`` but not ``sock``
-                        return
-                sock.do_handshake()  # the timeout bounds the whole handshake's every read
-            _Handler(sock, addr, self)  # type: ignore[arg-type]  # it needs no socketserver
-        except (OSError, ValueError):  # timeouts, resets, TLS errors, a socket closed by close()
-            pass
+            while not self._closing.is_set():
+                timeout = _POLL_S
+                if self._deadlines:
+                    timeout = min(timeout, max(0.0, self._deadlines[0][0] - time.monotonic()))
+                if not self._accepting:
+                    timeout = min(timeout, max(0.0, self._resume_at - time.monotonic()))
+                    if time.monotonic() >= self._resume_at:
+                        self._resume()
+                ready = self._sel.select(timeout)
+                turn_end = time.monotonic() + TURN_S
+                for key, _ in ready:
+                    conn = key.data
+                    if isinstance(conn, _Conn) and conn.phase in (_HANDSHAKE, _HEAD):
+                        self._idle.pop(conn, None)
+                        self._pending[conn] = None  # a deferred one keeps its place
+                if self._accepting:
+                    self._accept()  # each turn, however busy: a full backlog drops SYNs (1 s)
+                steps = []
+                for key, events in ready:
+                    if key.data == "wake":
+                        with contextlib.suppress(OSError):
+                            while self._wake_r.recv(4096):
+                                pass
+                    elif key.data != "listener":
+                        steps.append((key.data, events))
+                # First handshake steps last, newest and oldest in turn: under a flood of
+                # ClientHellos (~1 ms of RSA each) the newest, a scrape's among them, is served
+                # within the turn and its next steps come before any other RSA (first come,
+                # first served spent it on connections evicted right after, and a scrape
+                # waited behind them all), and none starves until evicted.
+                steps = _both_ends(sorted(steps, key=_priority))
+                for conn, events in steps:
+                    self._step(conn, events)
+                    if time.monotonic() > turn_end:
+                        break  # the rest stay ready: the next select reports them again
+                while self._done:
+                    conn, parts = self._done.popleft()
+                    if not conn.closed:
+                        self._respond(conn, parts)
+                self._expire()
         finally:
-            with self._open_lock:
-                self._open.discard(conn)
-                self._open.discard(sock)
-                self._workers.discard(threading.current_thread())
-            with contextlib.suppress(OSError):
-                sock.close()
-            with contextlib.suppress(OSError):
-                conn.close()
-            self._slots.release()
+            for conn in list(self._open):
+                with contextlib.suppress(OSError):
+                    conn.sock.shutdown(socket.SHUT_RDWR)
+                self._close(conn)
+            self._sel.close()
 
-    # -- one request --------------------------------------------------------------------------
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):  # full: the loop is awake already
+            self._wake_w.send(b"\0")
+
+    def _accept(self) -> None:
+        """Accept a batch; at the cap, each new connection first evicts the oldest idle one."""
+        for _ in range(ACCEPT_BATCH):
+            full = len(self._open) >= self._max_connections
+            victim = self._victim() if full else None
+            if full and victim is None:
+                self._sel.unregister(self._listener)  # new ones wait in the backlog
+                self._accepting = False
+                self._resume_at = time.monotonic() + _PAUSE_S  # one may be evictable by then
+                return
+            try:
+                sock, addr = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # e.g. reset before accept, or out of file descriptors
+                return
+            if victim is not None:
+                self.evicted += 1
+                self._close(victim)
+            sock.setblocking(False)
+            now = time.monotonic()
+            if self._tls is not None:
+                try:
+                    sock = self._tls.wrap_socket(
+                        sock, server_side=True, do_handshake_on_connect=False
+                    )
+                except (OSError, ValueError):
+                    sock.close()
+                    continue
+                conn = _Conn(sock, addr, _HANDSHAKE, now + TLS_HANDSHAKE_TIMEOUT_S, self._n)
+            else:
+                conn = _Conn(sock, addr, _HEAD, now + READ_TIMEOUT_S, self._n)
+            self._open[conn] = None
+            self._idle[conn] = None
+            self._track(conn)
+            self._sel.register(sock, selectors.EVENT_READ, conn)
+
+    def _victim(self) -> _Conn | None:
+        """The connection to cut for a new one: the one idle longest in its handshake or head,
+        else the oldest whose bytes wait on the loop, else the oldest stalled writer."""
+        now = time.monotonic()
+        born_by = now - EVICT_MIN_AGE_S
+        for incomplete in (self._idle, self._pending):  # at most the cap: ~30 µs
+            for conn in incomplete:
+                if conn.born <= born_by:
+                    return conn
+        stalled = now - STALLED_WRITE_S
+        return next((c for c in self._writing if c.progress_at <= stalled), None)
+
+    def _track(self, conn: _Conn) -> None:
+        self._n += 1
+        heapq.heappush(self._deadlines, (conn.deadline, self._n, conn))
+
+    def _expire(self) -> None:
+        """Cut every connection past its phase's deadline."""
+        now = time.monotonic()
+        while self._deadlines and self._deadlines[0][0] <= now:
+            deadline, _, conn = heapq.heappop(self._deadlines)
+            if not conn.closed and conn.deadline == deadline:
+                self.timed_out += 1
+                self._close(conn)
+
+    def _close(self, conn: _Conn) -> None:
+        if conn.closed:
+            return
+        conn.closed = True
+        if conn.phase != _HANDLING:
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                self._sel.unregister(conn.sock)
+        self._open.pop(conn, None)
+        self._idle.pop(conn, None)
+        self._pending.pop(conn, None)
+        self._writing.pop(conn, None)
+        conn.out.clear()
+        conn.head = bytearray()
+        with contextlib.suppress(OSError):
+            conn.sock.close()
+        self._resume()
+
+    def _resume(self) -> None:
+        """Accept again (after a pause at the cap with nothing evictable)."""
+        if not self._accepting and not self._closing.is_set():
+            self._accepting = True
+            self._sel.register(self._listener, selectors.EVENT_READ, "listener")
+
+    def _want(self, conn: _Conn, events: int) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            if self._sel.get_key(conn.sock).events != events:
+                self._sel.modify(conn.sock, events, conn)
+
+    def _step(self, conn: _Conn, events: int) -> None:
+        """Move one connection on as far as its socket lets it, without waiting."""
+        if conn.closed:
+            return
+        self._pending.pop(conn, None)
+        try:
+            if conn.phase == _HANDSHAKE:
+                self._handshake(conn)
+            if conn.phase == _HEAD:
+                self._read_head(conn)
+            elif conn.phase == _WRITING:
+                self._write(conn)
+            elif conn.phase == _LINGER:
+                self._linger(conn)
+        except (OSError, ValueError):  # resets, TLS errors
+            self._close(conn)
+        if not conn.closed and conn.phase in (_HANDSHAKE, _HEAD):
+            self._idle[conn] = None  # waits on its client again: the most recently active
+
+    def _handshake(self, conn: _Conn) -> None:
+        sock: ssl.SSLSocket = conn.sock  # type: ignore[assignment]
+        conn.tries += 1
+        try:
+            sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self._want(conn, selectors.EVENT_READ)
+            return
+        except ssl.SSLWantWriteError:
+            self._want(conn, selectors.EVENT_WRITE)
+            return
+        conn.phase = _HEAD
+        conn.deadline = time.monotonic() + READ_TIMEOUT_S
+        self._track(conn)
+        self._want(conn, selectors.EVENT_READ)
+
+    def _read_head(self, conn: _Conn) -> None:
+        while True:
+            try:
+                data = conn.sock.recv(MAX_HEAD_BYTES + 1 - len(conn.head))
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
+                self._want(conn, selectors.EVENT_READ)
+                return
+            except ssl.SSLWantWriteError:
+                self._want(conn, selectors.EVENT_WRITE)
+                return
+            if not data:  # the client gave up
+                self._close(conn)
+                return
+            conn.head += data
+            end = _head_end(conn.head)
+            if end:
+                self._dispatch(conn, bytes(conn.head[:end]))
+                return
+            if len(conn.head) > MAX_HEAD_BYTES:
+                self._respond(conn, [_TOO_LARGE], linger=True)
+                return
+            pending = getattr(conn.sock, "pending", None)
+            if pending is None or not pending():
+                return  # the selector says when more comes
+
+    def _dispatch(self, conn: _Conn, head: bytes) -> None:
+        """A complete head: health is answered here, anything else by a handler thread."""
+        line = head.split(b"\n", 1)[0].split()
+        if len(line) >= 2 and line[1].decode("latin-1") in HEALTH_PATHS:
+            self._respond(conn, self._handle(conn, head))
+            return
+        with contextlib.suppress(KeyError, ValueError):
+            self._sel.unregister(conn.sock)
+        conn.phase = _HANDLING
+        conn.deadline = float("inf")
+        self._requests.put((conn, head))
+        with self._lock:  # a thread more while requests outnumber the idle ones, up to the cap
+            start = (
+                self._requests.qsize() > self._idle_handlers and len(self._handlers) < MAX_HANDLERS
+            )
+            if start:
+                self._idle_handlers += 1
+        if start:
+            worker = threading.Thread(target=self._work, name="nines-metrics-handler", daemon=True)
+            self._handlers.append(worker)
+            worker.start()
+
+    def _respond(self, conn: _Conn, parts: list[bytes], linger: bool = False) -> None:
+        """Start writing a response (then close: one request per connection)."""
+        if conn.phase == _HANDLING:
+            self._sel.register(conn.sock, selectors.EVENT_WRITE, conn)
+        now = time.monotonic()
+        self._idle.pop(conn, None)
+        self._pending.pop(conn, None)
+        conn.linger = linger
+        conn.phase = _WRITING
+        conn.head = bytearray()
+        conn.out.extend(p for p in parts if p)
+        conn.at = 0
+        conn.progress_at = now
+        conn.deadline = now + WRITE_TIMEOUT_S
+        self._track(conn)
+        self._writing[conn] = None
+        try:
+            self._write(conn)
+        except (OSError, ValueError):
+            self._close(conn)
+
+    def _write(self, conn: _Conn) -> None:
+        while conn.out:
+            part = conn.out[0]
+            chunk = memoryview(part)[conn.at : conn.at + _SEND_CHUNK]
+            try:
+                sent = conn.sock.send(chunk)
+            except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError):
+                self._want(conn, selectors.EVENT_WRITE)
+                return
+            except ssl.SSLWantReadError:
+                self._want(conn, selectors.EVENT_READ)
+                return
+            conn.progress_at = time.monotonic()
+            conn.at += sent
+            if conn.at >= len(part):
+                conn.out.popleft()
+                conn.at = 0
+        if not conn.linger:
+            self._close(conn)  # all written; the kernel sends the rest
+            return
+        conn.sock.shutdown(socket.SHUT_WR)  # the response ends; then drop what the client sends
+        self._writing.pop(conn, None)
+        conn.phase = _LINGER
+        conn.deadline = time.monotonic() + LINGER_S
+        self._track(conn)
+        self._idle[conn] = None  # the first to evict
+        self._want(conn, selectors.EVENT_READ)
+
+    def _linger(self, conn: _Conn) -> None:
+        while True:
+            try:
+                data = conn.sock.recv(65536)
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
+                return
+            if not data:
+                self._close(conn)
+                return
+
+    # -- handlers -----------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        """A handler thread: complete requests in, responses out to the loop."""
+        _yield_cpu()
+        while True:
+            item = self._requests.get()
+            with self._lock:
+                self._idle_handlers -= 1
+            if item is None:
+                return
+            conn, head = item
+            parts: list[bytes] = []
+            try:
+                parts = self._handle(conn, head)
+            except Exception:
+                log.exception("/metrics: a request failed")
+            finally:
+                with self._lock:
+                    self._idle_handlers += 1
+            self._done.append((conn, parts))
+            self._wake()
+
+    def _handle(self, conn: _Conn, head: bytes) -> list[bytes]:
+        """The response to one request head, as the parts to write."""
+        out = _Collect()
+        _Handler((head, out), conn.addr, self)  # type: ignore[arg-type]  # needs no socketserver
+        return out.parts
 
     def _render(self, render: Callable[[], Body]) -> Body | None:
         """The body (raw), or None when no renderer came free within ``RENDER_WAIT_S``."""
@@ -264,48 +643,87 @@ class MetricsServer:
         packer = self._gzipped.get(content_type)
         if packer is None:
             level = PROTOBUF_GZIP_LEVEL if content_type == promproto.CONTENT_TYPE else GZIP_LEVEL
-            with self._open_lock:
+            with self._lock:
                 packer = self._gzipped.setdefault(content_type, PartsGzip(level))
         return packer
 
     def close(self) -> None:
-        """Stop accepting and cut every open connection; returns within about ``_POLL_S``."""
+        """Stop accepting and cut every open connection; returns at once unless a handler is
+        inside a render or a password check (then within ``CLOSE_JOIN_S``)."""
         self._closing.set()
-        self._thread.join(timeout=2 * _POLL_S + 1)  # no connection is added after this
+        self._wake()
+        self._thread.join(timeout=2 * _POLL_S + 1)  # the loop cuts every connection on its way out
         self._listener.close()  # the kernel resets those still in the backlog
-        with self._open_lock:
-            conns = list(self._open)
-        for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-        # Let the cut connections' threads end: one still inside an extension (a bcrypt check)
-        # when the interpreter finalizes is ended mid-call, and the process aborts ("FATAL:
-        # exception not rethrown", seen once under a flood of wrong passwords at SIGTERM).
-        with self._open_lock:
-            workers = list(self._workers)
+        for _ in self._handlers:
+            self._requests.put(None)
+        # Let the handler threads end: one still inside an extension (a bcrypt check) when the
+        # interpreter finalizes is ended mid-call, and the process aborts ("FATAL: exception
+        # not rethrown", seen once under a flood of wrong passwords at SIGTERM).
         deadline = time.monotonic() + CLOSE_JOIN_S
-        for worker in workers:
+        for worker in list(self._handlers):
             worker.join(timeout=max(0.0, deadline - time.monotonic()))
+        for sock in (self._wake_r, self._wake_w):
+            sock.close()
 
     #: the socketserver spelling (the probe's agent stops its server with it)
     shutdown = close
 
 
+def _yield_cpu() -> None:
+    """This thread's niceness: the process's (its main thread's) plus ``NICE`` (Linux: a thread
+    is a task; one started by a niced thread inherits its niceness, so the base is the main's)."""
+    with contextlib.suppress(OSError, AttributeError):
+        base = os.getpriority(os.PRIO_PROCESS, os.getpid())
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, base + NICE))
+
+
+def _priority(step: tuple[_Conn, int]) -> tuple[int, int]:
+    """The order of a turn's steps: reads and writes, then handshakes under way, then first
+    handshake steps, the newest first."""
+    conn = step[0]
+    if conn.phase != _HANDSHAKE:
+        return (0, 0)
+    return (1, 0) if conn.tries else (2, -conn.seq)
+
+
+def _both_ends(steps: list[tuple[_Conn, int]]) -> list[tuple[_Conn, int]]:
+    """The first handshake steps (sorted newest first, at the end) taken from both ends in
+    turn: the newest is served at once, and the oldest still gets served before eviction would
+    take it (newest first alone starved a scrape's ClientHello for 2-3 s, then evicted it)."""
+    first = next((i for i, (c, _) in enumerate(steps) if _priority((c, 0))[0] == 2), len(steps))
+    tail = steps[first:]
+    newest, oldest = tail[: (len(tail) + 1) // 2], tail[(len(tail) + 1) // 2 :][::-1]
+    mixed = [step for pair in zip(newest, oldest, strict=False) for step in pair]
+    if len(newest) > len(oldest):
+        mixed.append(newest[-1])
+    return steps[:first] + mixed
+
+
+def _head_end(head: bytearray) -> int:
+    """Where a request head ends (after its empty line), or 0 while it has not."""
+    for mark in (b"\r\n\r\n", b"\n\n"):
+        at = head.find(mark)
+        if at >= 0:
+            return at + len(mark)
+    return 0
+
+
 class _Handler(BaseHTTPRequestHandler):
-    """One request on a connection whose reads and writes have deadlines."""
+    """One request, read from its complete head; the response is collected for the loop."""
 
     server: MetricsServer  # type: ignore[assignment]
-    wfile: _DeadlineWriter  # type: ignore[assignment]
+    wfile: _Collect  # type: ignore[assignment]
 
     def setup(self) -> None:
-        sock = self.request
-        self.connection = sock
-        reader = _DeadlineReader(sock, time.monotonic() + READ_TIMEOUT_S)
-        self.rfile = io.BufferedReader(reader, 8192)  # type: ignore[assignment]
-        self.wfile = _DeadlineWriter(sock)
+        head, out = self.request
+        self.rfile = io.BytesIO(head)
+        self.wfile = out
 
     def finish(self) -> None:
-        pass  # nothing buffered: every write went out whole
+        pass  # nothing buffered: every write was collected
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
 
     def do_GET(self) -> None:
         srv = self.server
@@ -339,8 +757,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Encoding", "gzip")
         self.send_header("Content-Length", str(sum(len(p) for p in parts)))
         self.end_headers()
-        for part in parts:
-            self.wfile.write(part)
+        if self.command != "HEAD":
+            for part in parts:
+                self.wfile.write(part)
 
     def _busy(self) -> None:
         self.server.busy_answers += 1
@@ -356,7 +775,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(text)))
         self.end_headers()
-        self.wfile.write(text)
+        if self.command != "HEAD":
+            self.wfile.write(text)
 
     def log_message(self, *_: Any) -> None:  # scrapes are not log lines
         pass

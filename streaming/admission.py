@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.windows import window_end_us
+from runtime.files import MAX_STATE_BYTES, read_text_bounded
 from streaming import grouping
 
 #: Series = (cluster, topic, partition); a hiccup's partition (none) is written -1.
@@ -68,7 +69,8 @@ def _write_json(path: Path, data: object) -> None:
 
 
 def _load_series(path: Path) -> dict[Series, int]:
-    return {(c, t, p): last for c, t, p, last in json.loads(path.read_text())}
+    text = read_text_bounded(path, MAX_STATE_BYTES)
+    return {(c, t, p): last for c, t, p, last in json.loads(text)}
 
 
 def _dump_series(series: dict[Series, int]) -> list[list[object]]:

@@ -11,6 +11,7 @@ A file that cannot be read, has the wrong schema, or holds an inconsistent histo
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ from core.hdr import HdrLayout, LayoutError, SparseHistogram
 from core.hlog import HlogInterval, write_hlog
 from core.units import parse_duration_s
 from core.windows import SeriesKey, WindowHistogram
+from runtime.files import MAX_ARCHIVE_FILE_BYTES, open_regular
 from streaming.archive_files import (
     DAY_US,
     FILE_SCHEMA,
@@ -53,8 +55,19 @@ _DECODE_ERRORS = (OSError, pa.ArrowException, ValueError, IndexError, KeyError, 
 
 def read_table(path: Path, columns: list[str] | None = READ_COLUMNS) -> pa.Table:
     """A file's table with its schema checked; ArchiveError if unreadable or of another schema."""
+    try:  # a regular file, checked on the descriptor pyarrow then reads (a FIFO would block)
+        source = os.fdopen(open_regular(path, MAX_ARCHIVE_FILE_BYTES), "rb")
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    with source:
+        return _read_open_table(path, source, columns)
+
+
+def _read_open_table(path: Path, source: Any, columns: list[str] | None) -> pa.Table:
     try:
-        schema = pq.read_schema(path)
+        schema = pq.read_schema(source)
     except FileNotFoundError:
         raise
     except _DECODE_ERRORS as exc:
@@ -69,7 +82,8 @@ def read_table(path: Path, columns: list[str] | None = READ_COLUMNS) -> pa.Table
             raise ArchiveError(path, f"wrong schema: column {f.name!r} is {got}, not {f.type}")
     wanted = None if columns is None else [c for c in columns if c in schema.names]
     try:
-        table = pq.read_table(path, columns=wanted)
+        source.seek(0)
+        table = pq.read_table(source, columns=wanted)
     except FileNotFoundError:
         raise
     except _DECODE_ERRORS as exc:
@@ -255,7 +269,7 @@ def _read_dir(
     """One partition directory's windows; re-planned if a compaction or prune ran meanwhile."""
     for _attempt in range(5):
         try:
-            names = sorted(p.name for p in directory.iterdir() if p.is_file())
+            names = sorted(p.name for p in directory.iterdir())  # not regular: refused
         except FileNotFoundError:
             return []  # pruned while we read
         try:

@@ -62,6 +62,48 @@ def add_parser(
 
 #: Seconds the pre-flight check waits for the cluster's metadata (as the probe does).
 PREFLIGHT_TIMEOUT_S = 5.0
+#: Seconds the pre-flight check waits for a ``spark://`` master to accept a connection (Spark
+#: itself retried for 69 s, then printed 207 lines).
+MASTER_CONNECT_TIMEOUT_S = 3.0
+
+
+def check_master(master: str, timeout_s: float = MASTER_CONNECT_TIMEOUT_S) -> None:
+    """Before Spark starts: a ``spark://`` master with nothing listening is one line naming it.
+
+    Each ``HOST:PORT`` of the URL is tried once (several: a ZooKeeper HA list, where one that
+    answers is enough); other masters (local, ``k8s://``, yarn) are Spark's to reach.
+    """
+    import socket
+
+    from core.config import ConfigError
+
+    if not master.startswith("spark://"):
+        return
+    why = ""
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+                return
+        except OSError as exc:
+            why = exc.strerror or str(exc) or type(exc).__name__
+    raise ConfigError(
+        f"stream.master: nothing answers at {master} ({why}); start the Spark master, or "
+        "name one that runs (local[*] runs Spark in this process)"
+    )
+
+
+def check_directories(config: StreamConfig) -> None:
+    """Before Spark starts: the checkpoint and archive directories writable, the checkpoint's
+    logs intact and written by this job (its state format, windows, layout and echo topic)."""
+    from streaming.checkpoint import check_checkpoint, check_writable_dir
+    from streaming.state_format import check_state_format, job_settings
+
+    if config.checkpoint:
+        check_checkpoint(config.checkpoint)
+        check_state_format(config.checkpoint, job_settings(config))
+    if config.archive:
+        check_writable_dir(config.archive, "stream.archive")
 
 
 def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
@@ -127,5 +169,7 @@ def stream_config(
     config = build(model, values, given, prefix="stream")
     for check in checks:  # before any connection
         check(config)
+    check_directories(config)
+    check_master(config.master)
     preflight(config)
     return config

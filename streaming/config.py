@@ -16,7 +16,13 @@ from core.units import parse_duration_s, parse_size_bytes
 from core.windows import DEFAULT_WINDOWS, WindowSpec
 
 #: Spark master URLs Spark itself accepts (anything else fails only when the JVM starts).
-SPARK_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|(spark|k8s|mesos)://\S+|yarn")
+SPARK_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|(spark|k8s)://\S+|yarn")
+#: One ``HOST:PORT`` of a ``spark://`` master (a standalone master; several: ZooKeeper HA).
+_HOST = r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)"
+_PORT = r"([1-9]\d{0,3}|[1-5]\d{4}|6[0-4]\d{3}|65[0-4]\d{2}|655[0-2]\d|6553[0-5])"
+SPARK_STANDALONE = re.compile(rf"spark://{_HOST}:{_PORT}(,{_HOST}:{_PORT})*")
+#: ``k8s://`` and the API server's URL (``https://`` when no scheme is given).
+SPARK_K8S = re.compile(rf"k8s://(https?://)?{_HOST}(:{_PORT})?/?")
 #: Spark's processing-time trigger counts whole milliseconds: less would become 0 (no pause).
 MIN_TRIGGER_S = 0.001
 
@@ -151,6 +157,10 @@ class StreamConfig(SeriesCapConfig):
                 "must be local, local[N], local[*], local[N,F], spark://…, k8s://…, yarn, "
                 "or empty (spark-submit chooses)"
             )
+        if v.startswith("spark://") and not SPARK_STANDALONE.fullmatch(v):
+            raise ValueError("a standalone master is spark://HOST:PORT[,HOST:PORT...]")
+        if v.startswith("k8s://") and not SPARK_K8S.fullmatch(v):
+            raise ValueError("a Kubernetes master is k8s://[https://]HOST[:PORT]")
         return v
 
     @field_validator("digits")

@@ -25,7 +25,7 @@ from streaming.counters import StreamCounters
 from streaming.histograms import windowed_histograms
 from streaming.options import encode_options
 from streaming.sink import WindowSink
-from streaming.state_format import check_state_format
+from streaming.state_format import check_state_format, job_settings
 
 if TYPE_CHECKING:
     from streaming.archive import ArchiveWriter
@@ -221,7 +221,7 @@ class StreamJob:
 
     def start(self) -> StreamJob:
         """Build and start the query (a checkpoint of another state format: ConfigError)."""
-        check_state_format(self.checkpoint)
+        check_state_format(self.checkpoint, job_settings(self.config))
         if self.spark is None:
             self.spark = spark_session(self.config)
         aggregated = build_query(self.spark, self.config, self.checkpoint, self.source)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from runtime.files import MAX_STATE_BYTES, read_text_bounded
+
 
 def batch_ids(checkpoint: str) -> list[int]:
     """Ids of the batches Spark logged, in order (empty before the first or without a log)."""
@@ -32,5 +34,6 @@ def batch_watermark_us(checkpoint: str | None) -> int:
     batch = planned_batch_id(checkpoint)
     if batch is None:
         return 0
-    lines = (Path(str(checkpoint)) / "offsets" / str(batch)).read_text().splitlines()
+    entry = Path(str(checkpoint)) / "offsets" / str(batch)
+    lines = read_text_bounded(entry, MAX_STATE_BYTES).splitlines()
     return int(json.loads(lines[1]).get("batchWatermarkMs", 0)) * 1000

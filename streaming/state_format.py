@@ -17,14 +17,35 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from core.config import ConfigError
+from runtime.files import MAX_SMALL_BYTES, read_text_bounded
 from streaming import wire
 from streaming.offset_log import batch_ids
 
+if TYPE_CHECKING:
+    from streaming.config import StreamConfig
+
 STATE_FORMAT = 2
 MARKER = "nines-state.json"
+#: The marker's record of the job that wrote the state, each a ``stream:`` setting: the
+#: windows and the histograms' layout shape every state row, and the source's offsets are the
+#: echo topic's partitions. A restart with another value of one is refused, naming it.
+JOB_KEYS = ("echo_topic", "windows", "digits", "lowest_us", "highest")
+
+
+def job_settings(config: StreamConfig) -> dict[str, Any]:
+    """What the marker records of the job (:data:`JOB_KEYS`), as JSON values."""
+    return {
+        "echo_topic": config.echo_topic,
+        "windows": list(config.windows),
+        "digits": config.digits,
+        "lowest_us": config.lowest_us,
+        "highest": config.highest,
+    }
 
 
 def describe(fmt: int) -> str:
@@ -34,12 +55,29 @@ def describe(fmt: int) -> str:
     )
 
 
+def _marker(checkpoint: str) -> dict[str, Any] | None:
+    """The marker's mapping (None without one); a damaged marker is a ConfigError."""
+    marker = Path(checkpoint) / MARKER
+    if not marker.exists():
+        return None
+    try:
+        data = json.loads(read_text_bounded(marker, MAX_SMALL_BYTES))
+    except (OSError, UnicodeDecodeError, ValueError):
+        data = None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"stream.checkpoint: {checkpoint} is damaged: {MARKER} is not the JSON nines "
+            "wrote there; restore it, or start on a new checkpoint directory"
+        )
+    return data
+
+
 def recorded_format(checkpoint: str) -> int | None:
     """The format the checkpoint holds; None for a checkpoint Spark has not written yet."""
-    marker = Path(checkpoint) / MARKER
-    if marker.is_file():
+    marker = _marker(checkpoint)
+    if marker is not None:
         try:
-            return int(json.loads(marker.read_text())["state_format"])
+            return int(marker["state_format"])
         except (ValueError, KeyError, TypeError):
             return -1
     if batch_ids(checkpoint):
@@ -47,15 +85,29 @@ def recorded_format(checkpoint: str) -> int | None:
     return None
 
 
-def check_state_format(checkpoint: str) -> None:
-    """Refuse a checkpoint of another state format (ConfigError, one line); mark a new one."""
+def _write_marker(checkpoint: str, job: Mapping[str, Any] | None) -> None:
+    """The marker, written atomically: the state format and the job that writes the state."""
+    Path(checkpoint).mkdir(parents=True, exist_ok=True)
+    marker = Path(checkpoint) / MARKER
+    content: dict[str, Any] = {"state_format": STATE_FORMAT, "histogram_wire": wire.FORMAT}
+    if job is not None:
+        content["job"] = dict(job)
+    tmp = marker.with_name(f".{MARKER}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(content))
+    os.replace(tmp, marker)
+
+
+def _shown(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def check_state_format(checkpoint: str, job: Mapping[str, Any] | None = None) -> None:
+    """Refuse a checkpoint of another state format, or of a job with other ``job`` settings
+    (:func:`job_settings`), in one line (ConfigError); mark a new one (and one written before
+    the job was recorded)."""
     found = recorded_format(checkpoint)
     if found is None:
-        Path(checkpoint).mkdir(parents=True, exist_ok=True)
-        marker = Path(checkpoint) / MARKER
-        tmp = marker.with_name(f".{MARKER}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"state_format": STATE_FORMAT, "histogram_wire": wire.FORMAT}))
-        os.replace(tmp, marker)
+        _write_marker(checkpoint, job)
         return
     if found != STATE_FORMAT:
         raise ConfigError(
@@ -64,3 +116,16 @@ def check_state_format(checkpoint: str) -> None:
             "read it: start on a new checkpoint directory (the old one's windows are lost; "
             "set starting_offsets: earliest to re-read what Kafka still holds)"
         )
+    if job is None:
+        return
+    recorded = (_marker(checkpoint) or {}).get("job")
+    if not isinstance(recorded, dict):
+        _write_marker(checkpoint, job)  # marked before the job was recorded: record it now
+        return
+    for key, value in job.items():
+        if key in recorded and recorded[key] != value:
+            raise ConfigError(
+                f"stream.{key}: {checkpoint} holds the state of a job with {key} "
+                f"{_shown(recorded[key])}, not {_shown(value)}: its windows would be misread. "
+                f"Set {key} back, or start on a new checkpoint directory"
+            )

@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from testbroker.config import BrokerConfig
 
 DESCRIPTION = textwrap.dedent(
     """\
@@ -84,6 +88,26 @@ CTL_EPILOG = textwrap.dedent(
 )
 
 
+#: ``ctl --timeout``: its default, and its bound (a day; a socket's timeout must be finite).
+CTL_TIMEOUT_S = 180.0
+MAX_CTL_TIMEOUT_S = 86_400.0
+
+
+def ctl_timeout_s(text: str) -> float:
+    """``ctl --timeout``: a duration above 0 and at most a day (argparse makes the one line)."""
+    from core.units import parse_duration_s
+
+    try:
+        seconds = parse_duration_s(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not 0 < seconds <= MAX_CTL_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(
+            f"must be above 0 and at most {MAX_CTL_TIMEOUT_S:,.0f} s (got {text!r})"
+        )
+    return seconds
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``broker`` subcommand and its ``ctl`` sub-subcommand."""
     p = sub.add_parser(
@@ -122,6 +146,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "forwarder (the mock itself only binds random ports); tansu listens on P itself",
     )
     p.add_argument(
+        "--no-warm-up",
+        dest="warm_up",
+        action="store_false",
+        default=None,
+        help="kafka engine: say ready without warming the JVMs up first",
+    )
+    p.add_argument(
         "--ready-file",
         metavar="F",
         help="write 'bootstrap\\ncontrol host:port\\npid' here atomically once ready",
@@ -141,13 +172,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--ready-file", required=True, metavar="F", help="the broker's ready file")
     c.add_argument(
         "--timeout",
-        type=float,
-        default=180.0,
+        type=ctl_timeout_s,
+        default=CTL_TIMEOUT_S,
         metavar="S",
-        help="seconds to wait for the reply (Kafka's restarts and reassignments take a while)",
+        help="how long to wait for the reply: seconds, or a duration such as 3m, above 0 and at "
+        f"most {MAX_CTL_TIMEOUT_S:,.0f} s (default {CTL_TIMEOUT_S:g}: Kafka's restarts and "
+        "reassignments take a while)",
     )
     c.add_argument("words", nargs="+", metavar="COMMAND", help="command and its arguments")
     c.set_defaults(func=run_ctl)
+
+
+def check_ports_free(cfg: BrokerConfig) -> None:
+    """A ``--port`` already in use is one line now, not a broker that cannot bind later (a
+    Kafka JVM would exit while another process answered on its port)."""
+    from runtime.config_io import check_port_free
+    from testbroker.ports import LOOPBACK
+
+    if cfg.port is None:
+        return
+    count = 1 if cfg.engine == "tansu" else cfg.brokers
+    for port in range(cfg.port, cfg.port + count):
+        hint = "pick another --port" + (
+            f" (brokers use {cfg.port}..{cfg.port + count - 1})" if count > 1 else ""
+        )
+        check_port_free(LOOPBACK, port, field="broker.port", host_field="broker.port", hint=hint)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -165,8 +214,10 @@ def run(args: argparse.Namespace) -> int:
         "topics": tuple(args.topic) if args.topic else None,
         "port": args.port,
         "sasl": args.sasl,
+        "warm_up": args.warm_up,
     }
     cfg = build(BrokerConfig, values, overrides, prefix="broker")
+    check_ports_free(cfg)  # before any broker, JVM or child starts
 
     from testbroker.server import run_until_signalled
     from testbroker.tansu import TansuError, find_binary

@@ -24,6 +24,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from runtime.files import MAX_SMALL_BYTES, read_text_bounded
+
 
 class ControlError(RuntimeError):
     """The broker refused a control command (its ``error: ...`` reply) or could not be reached."""
@@ -40,7 +42,7 @@ class ReadyInfo:
     @classmethod
     def read(cls, path: str | Path) -> ReadyInfo:
         """Parse a ready file written by :func:`write_ready`."""
-        lines = Path(path).read_text().splitlines()
+        lines = read_text_bounded(path, MAX_SMALL_BYTES).splitlines()
         if len(lines) < 3:
             raise ValueError(f"{path}: not a nines broker ready file")
         host, _, port = lines[1].rpartition(":")

@@ -82,12 +82,14 @@ class EmbeddedBroker:
         ready_timeout_s: float = 30.0,
         engine: Literal["mock", "tansu", "kafka"] = "mock",
         sasl: bool = False,
+        warm_up: bool = True,
     ) -> None:
         self.engine = engine
         #: tansu is one real broker whose faults are signals only (rtt/down/up/leader raise)
         self.faults = engine != "tansu"
         self.brokers = brokers if brokers is not None else (1 if engine == "tansu" else 3)
         self.sasl = sasl
+        self.warm_up = warm_up
         if engine == "kafka" and ready_timeout_s < 180.0:
             ready_timeout_s = 180.0  # JVMs formatting and starting on a loaded 2-core machine
         self.topics = list(topics) if topics is not None else None
@@ -110,6 +112,8 @@ class EmbeddedBroker:
             argv.append("--sasl")
         if self.port is not None:
             argv += ["--port", str(self.port)]
+        if not self.warm_up:
+            argv.append("--no-warm-up")
         return [*argv, "--ready-file", str(self.ready_file)]
 
     def start(self) -> EmbeddedBroker:

@@ -361,7 +361,7 @@ def serve_kafka(
     cluster = KraftCluster(classpath, cfg.brokers, home, sasl=cfg.sasl, port=cfg.port)
     control: _ControlServer | None = None
     try:
-        cluster.start()
+        cluster.start(warm_up=cfg.warm_up)
         for name, partitions, rf in cfg.topic_specs_rf():
             cluster.create_topic(name, partitions, rf)
         control = _start_control(KafkaController(cluster))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import resource
 import signal
 import subprocess
 import time
@@ -18,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from kafka_cluster import consumer
 
-from core.echo import Echo, Hiccup, decode_record
+from core.echo import Echo, Hiccup
+from core.echo_v2 import decode_message
 from monitor.processes import probe_argv
 from probes.schedule import Schedule
 from testbroker.ports import free_port
@@ -59,9 +61,9 @@ def records_of(
                 if eof and m.offset() >= todo.get(m.partition(), 0):
                     todo.pop(m.partition(), None)
                 continue
-            rec = decode_record(m.value())
-            if rec.probe == probe_id:
-                (echoes if isinstance(rec, Echo) else hiccups).append(rec)
+            for rec in decode_message(m.value()):
+                if rec.probe == probe_id:
+                    (echoes if isinstance(rec, Echo) else hiccups).append(rec)
     c.close()
     return echoes, hiccups
 
@@ -110,15 +112,25 @@ class ProbeProcess:
     up and block the probe), and ``ready()`` waits until messages come back. ``summary()``
     reads the totals it wrote at a clean stop (``--summary-file``)."""
 
-    def __init__(self, bootstrap: str, probe_id: str, tmp: Path, *args: str) -> None:
+    def __init__(
+        self, bootstrap: str, probe_id: str, tmp: Path, *args: str, soft_nofile: int = 0
+    ) -> None:
         self.port = free_port()
         self.err_path = tmp / f"{probe_id}.stderr"
         self.summary_path = tmp / f"{probe_id}.summary.json"
         summary = ("--summary-file", str(self.summary_path))
         argv = probe_argv(bootstrap, probe_id, "--rate", str(RATE), *summary, *args)
         argv[argv.index("--metrics-port") + 1] = str(self.port)
+
+        def lower_nofile() -> None:  # started as under a low soft limit (soft_nofile: 0 keeps it)
+            if soft_nofile:
+                hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+                resource.setrlimit(resource.RLIMIT_NOFILE, (soft_nofile, hard))
+
         with self.err_path.open("w") as err:
-            self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
+            self.proc = subprocess.Popen(
+                argv, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT, preexec_fn=lower_nofile
+            )
 
     def ready(self, timeout_s: float = 30) -> None:
         deadline = time.monotonic() + timeout_s

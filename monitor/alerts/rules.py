@@ -27,6 +27,18 @@ BURN_RATE_WINDOWS: tuple[tuple[float, str, str, str], ...] = (
 #: refused series) must not grow.
 PIPELINE_RANGE = "10m"
 
+#: NinesProbeBottleneck: the probe's send lag p99.9 (held peak of the finest window) above this,
+#: while the probe paused longer than ``PROBE_BOTTLENECK_HICCUP_S`` or its cgroup was throttled
+#: in more than ``PROBE_THROTTLED_RATIO`` of its CFS periods over ``PROBE_THROTTLED_RANGE``.
+#: A healthy probe's send lag p99.9 is about 1 ms (docs/benchmarks.md); a slow broker alone
+#: raises the send lag (a full producer queue) but neither the pauses nor the throttling.
+PROBE_SEND_LAG_P999_S = 0.01
+PROBE_BOTTLENECK_HICCUP_S = 0.01
+#: kube-prometheus' CPUThrottlingHigh threshold (25 % of periods throttled over 5 m).
+PROBE_THROTTLED_RATIO = 0.25
+PROBE_THROTTLED_RANGE = "5m"
+PROBE_BOTTLENECK_FOR = "2m"
+
 RECORDING_GROUP = "nines-slo-recording"
 SLA_GROUP = "nines-sla"
 PIPELINE_GROUP = "nines-pipeline"
@@ -486,6 +498,49 @@ def _pipeline_alerts(sla: SlaConfig) -> list[dict[str, Any]]:
     return rules
 
 
+def probe_bottleneck_expr(sla: SlaConfig) -> str:
+    """The probe lags its own schedule while it pauses or is CPU-throttled: the probe, not the
+    broker, is what limits the measurement on that cluster."""
+    window = sla.finest_window
+    lag = _selector(
+        "nines_latency_peak_quantile_seconds",
+        {"kind": "send_lag", "partition": "all", "window": window, "q": floatToGoString(0.999)},
+    )
+    hiccups = _selector("nines_latency_peak_seconds", {"kind": "hiccup", "window": window})
+    span = PROBE_THROTTLED_RANGE
+    throttled = (
+        f"rate(nines_probe_cgroup_cpu_throttled_periods_total[{span}])\n"
+        f"  / rate(nines_probe_cgroup_cpu_periods_total[{span}])"
+    )
+    cause = (
+        f"max by (cluster) ({hiccups}) > {_num(PROBE_BOTTLENECK_HICCUP_S)}\n"
+        f"or\nmax by (cluster) (\n{_indent(throttled)}\n) > {_num(PROBE_THROTTLED_RATIO)}"
+    )
+    return (
+        f"max by (cluster) ({lag}) > {_num(PROBE_SEND_LAG_P999_S)}\n"
+        f"and on (cluster)\n(\n{_indent(cause)}\n)"
+    )
+
+
+def _probe_bottleneck_alert(sla: SlaConfig) -> dict[str, Any]:
+    """NinesProbeBottleneck: see :func:`probe_bottleneck_expr`."""
+    runbook = {"runbook_url": sla.runbook_url} if sla.runbook_url else {}
+    return {
+        "alert": "NinesProbeBottleneck",
+        "expr": probe_bottleneck_expr(sla),
+        "for": PROBE_BOTTLENECK_FOR,
+        "labels": {"severity": "ticket"},
+        "annotations": {
+            "summary": "the probe, not the broker, limits the measurement",
+            "description": "The probe on {{ $labels.cluster }} sends "
+            "{{ $value | humanizeDuration }} behind its schedule (send lag p99.9) while it "
+            "pauses or its cgroup is CPU-throttled: its latencies there include the probe's "
+            "own delay. Give it CPU (raise its limit, move it off a busy node) or lower --rate.",
+            **runbook,
+        },
+    }
+
+
 def render_rules(sla: SlaConfig) -> dict[str, Any]:
     """A Prometheus rules file (``{"groups": [...]}``) for the SLA."""
     recording: list[dict[str, Any]] = []
@@ -511,7 +566,9 @@ def render_rules(sla: SlaConfig) -> dict[str, Any]:
     if recording:
         groups.append({"name": RECORDING_GROUP, "rules": recording})
     groups.append({"name": SLA_GROUP, "rules": alerts})
-    groups.append({"name": PIPELINE_GROUP, "rules": _pipeline_alerts(sla)})
+    groups.append(
+        {"name": PIPELINE_GROUP, "rules": [*_pipeline_alerts(sla), _probe_bottleneck_alert(sla)]}
+    )
     return {"groups": groups}
 
 
@@ -540,6 +597,7 @@ def render_prometheus_rule(
 
 __all__ = [
     "BURN_RATE_WINDOWS",
+    "probe_bottleneck_expr",
     "render_prometheus_rule",
     "render_rules",
     "slow_ratio_record",

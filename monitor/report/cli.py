@@ -158,7 +158,9 @@ def run_slo(args: argparse.Namespace) -> int:
     """Print attainment per objective over the span."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
+    from core.printable import printable
     from monitor.slo import attainment
     from runtime.config_io import load_sla
 
@@ -181,7 +183,8 @@ def run_slo(args: argparse.Namespace) -> int:
             "—" if value is None else (f"{value:.6g}" if isinstance(value, float) else str(value))
         )
         met = {None: "no data", True: "yes", False: "NO"}[r.get("met")]
-        table.add_row(o.name, str(r.get("target", "")), f"{r['samples']:,}", shown, met)
+        name = Text(printable(o.name))  # a Text: rich reads no markup in it
+        table.add_row(name, str(r.get("target", "")), f"{r['samples']:,}", shown, met)
     Console(width=120).print(table)
     if bad:
         print(skipped_note(bad).removeprefix("; "))

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from core.config import ConfigError
+from core.printable import printable
 from core.units import parse_duration_s
 from core.windows import WindowHistogram, WindowSpec
 from streaming.archive_files import ArchiveError
@@ -21,11 +22,18 @@ from streaming.archive_read import scan_windows
 SKIP_HINT = "move it away, or pass --skip-bad to leave it out with a warning"
 
 
+def check_archive_dir(archive: Path) -> None:
+    """Refuse, in one line, an archive path that is no directory (a FIFO, a device, a file)."""
+    if archive.exists() and not archive.is_dir():
+        raise ConfigError(f"archive: {archive} is not a directory")
+
+
 def finest_resolution(archive: Path) -> str:
     """The finest resolution present in an archive (directories of other names are not ours).
 
     The archive's resolutions are read as the stream job's ``WindowSpec``, which owns "finest".
     """
+    check_archive_dir(archive)
     names = []
     for d in archive.glob("resolution=*"):
         name = d.name.split("=", 1)[1]
@@ -58,12 +66,13 @@ def load_windows(
 
     Each skipped file is one warning line on stderr (``nines COMMAND: warning: ...``).
     """
+    check_archive_dir(archive)
     try:
         read = scan_windows(archive, resolution, start_us, end_us, skip_bad=skip_bad)
     except ArchiveError as exc:
         raise ConfigError(f"archive: {exc}; {SKIP_HINT}") from None
     for bad in read.bad:
-        print(f"nines {command}: warning: archive: skipped {bad}", file=sys.stderr)
+        print(printable(f"nines {command}: warning: archive: skipped {bad}"), file=sys.stderr)
     return read.windows, read.bad
 
 

@@ -6,10 +6,13 @@ Drawing and writing only; every number on the page comes from :mod:`monitor.repo
 from __future__ import annotations
 
 import base64
+import html
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
+from core.printable import printable
 from core.windows import WindowHistogram
 from monitor.report.curves import MIN_X_MAX, curve_data, x_positions, x_ticks
 
@@ -29,9 +32,8 @@ def write_plot(curves: dict[str, WindowHistogram], out: Path, title: str) -> dic
         xs, max_x = x_positions(pts)
         x_max_tick = max(x_max_tick, max_x)
         ys = [max(v, 1e-6) for _, v in pts]
-        (line,) = ax.plot(
-            xs[:-1], ys[:-1], label=f"{label} (n={curve['samples']:,})", linewidth=1.6
-        )
+        shown = f"{printable(label)} (n={curve['samples']:,})"
+        (line,) = ax.plot(xs[:-1], ys[:-1], label=shown, linewidth=1.6)
         ax.scatter([xs[-1]], [ys[-1]], marker="^", s=40, color=line.get_color())
         ax.annotate(
             f"max {pts[-1][1] * 1e3:.1f} ms",
@@ -46,11 +48,14 @@ def write_plot(curves: dict[str, WindowHistogram], out: Path, title: str) -> dic
     ax.set_xticks([t for t, _ in ticks], [n for _, n in ticks])
     ax.set_xlabel("percentile (1/(1-p) scale); ▲ = max")
     ax.set_ylabel("latency (seconds)")
-    ax.set_title(title)
+    ax.set_title(printable(title))
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(out)
+    with warnings.catch_warnings():
+        # a glyph the font lacks (a label in another script) is drawn as a box, not a warning
+        warnings.filterwarnings("ignore", message="Glyph .* missing from", category=UserWarning)
+        fig.tight_layout()
+        fig.savefig(out)
     plt.close(fig)
     Path(str(out) + ".json").write_text(json.dumps(data, indent=1))
     return data
@@ -64,11 +69,13 @@ def write_html(curves: dict[str, WindowHistogram], out: Path, title: str) -> Non
     rows = []
     for label, c in data["curves"].items():
         cells = "".join(f"<td>{v * 1e3:.3f}</td>" for _, v in c["points"])
-        rows.append(f"<tr><th>{label}</th><td>{c['samples']:,}</td>{cells}</tr>")
+        shown = html.escape(printable(label))
+        rows.append(f"<tr><th>{shown}</th><td>{c['samples']:,}</td>{cells}</tr>")
     heads = "".join(
         f"<th>{'max' if p >= 1 else f'p{p * 100:.6g}'}</th>"
         for p, _ in next(iter(data["curves"].values()))["points"]
     )
+    title = html.escape(printable(title))
     out.write_text(
         f"<!doctype html><meta charset=utf-8><title>{title}</title>"
         f"<h1>{title}</h1><img src='data:image/png;base64,{img}'>"

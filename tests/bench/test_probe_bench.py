@@ -47,7 +47,8 @@ from kafka_cluster import consumer
 
 from bench.procstat import cpu_s, cpu_s_by_thread, rss_mib, start_logged
 from bench.samples import quantiles
-from core.echo import BadEcho, Hiccup, decode_record
+from core.echo import BadEcho, Hiccup
+from core.echo_v2 import decode_message
 from monitor.processes import probe_argv
 from testbroker import EmbeddedBroker
 from testbroker.ports import free_port
@@ -270,18 +271,19 @@ def run_rate(
     bad: dict[str, int] = {}
     for value in spool.records():
         try:
-            rec = decode_record(value)
+            recs = decode_message(value)
         except BadEcho as exc:  # counted (and asserted to be none) rather than fatal
             bad[str(exc)] = bad.get(str(exc), 0) + 1
             continue
-        if rec.probe != probe_id:
-            continue
-        if isinstance(rec, Hiccup):
-            if rec.end_us > w0_us and rec.start_us < w1_us:
-                hiccup_max = max(hiccup_max, rec.max_us)
-            continue
-        for name in fields:
-            col[name].append(int(getattr(rec, name) or 0))
+        for rec in recs:
+            if rec.probe != probe_id:
+                continue
+            if isinstance(rec, Hiccup):
+                if rec.end_us > w0_us and rec.start_us < w1_us:
+                    hiccup_max = max(hiccup_max, rec.max_us)
+                continue
+            for name in fields:
+                col[name].append(int(getattr(rec, name) or 0))
     cols = {name: np.frombuffer(col[name], dtype=np.int64) for name in fields}
     lost_all = cols["lost"].astype(bool)
 

@@ -48,6 +48,12 @@ def test_compare_runs_all_four_systems_through_the_pipeline(tmp_path: Path) -> N
     table = proc.stdout
     for system in ("kafka", "nats", "redis", "rabbitmq"):
         assert f"| {system} | 1,000 | 1,000 | 0 | 0 | 0 | 0 |" in table
+        # the first case ran again after the last, and its p99 is compared with the first run's
+        row = case["systems"][system]
+        assert row["again_p99_s"] > 0 and row["stability"] in ("stable", "unstable"), row
+        ratio = max(row["p99"], row["again_p99_s"]) / min(row["p99"], row["again_p99_s"])
+        assert (row["stability"] == "unstable") == (ratio > 2), row
+    assert "Warm-up, the same for every system" in table and "| p99 again | stability |" in table
     # the caveats and the machine's load travel with the numbers, and which Kafka it was
     assert f"The `kafka` row is Apache Kafka {kafka_version()} (one KRaft broker, RF 1)" in table
     assert "same host:" in table and "Load average (1 min) at the start and the end" in table

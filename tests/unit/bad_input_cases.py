@@ -448,7 +448,9 @@ def web_config() -> Iterator[Case]:
             for kind, literal in WRONG_YAML.items():
                 if admits(info.annotation, kind):
                     continue
-                text = tls % f"{name}: {literal}" if path else f"{name}: {literal}\n"
+                # the wrong value replaces the template's own (a key written twice is refused)
+                body = tls.replace(f"{name}: {name[:-5].upper()}, ", "")
+                text = body % f"{name}: {literal}" if path else f"{name}: {literal}\n"
                 yield from _web_case(text, f"{WEB}.{path}{name}")
         fields = list(model.model_fields)
         for key in fields:

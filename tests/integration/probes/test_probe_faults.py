@@ -23,7 +23,8 @@ from probe_runs import (
     run_cli,
 )
 
-from core.echo import Echo, decode_record
+from core.echo import Echo
+from core.echo_v2 import decode_message
 from probes import ProbeAgent, ProbeConfig
 from probes.clock import ProbeClock
 from testbroker import EmbeddedBroker
@@ -40,9 +41,9 @@ def echoes_of(bootstrap: str, probe_id: str, expect: int, timeout_s: float = 20)
         for m in c.consume(2000, 0.5):
             if m.error():
                 continue
-            rec = decode_record(m.value())
-            if isinstance(rec, Echo) and rec.probe == probe_id:
-                out.append(rec)
+            for rec in decode_message(m.value()):
+                if isinstance(rec, Echo) and rec.probe == probe_id:
+                    out.append(rec)
     c.close()
     return out
 

@@ -15,7 +15,8 @@ from kafka_cluster import consumer, producer
 from stream_jobs import Collector, job_config
 
 import probes.agent
-from core.echo import Echo, decode_record, encode_record
+from core.echo import Echo, encode_record
+from core.echo_v2 import decode_message
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import WindowHistogram, merge_all
 from probes import ProbeAgent, ProbeConfig
@@ -59,9 +60,7 @@ def all_echoes(bootstrap: str, timeout_s: float = 30) -> list[Echo]:
                 continue
             if m.offset() >= todo.get(m.partition(), 0) - 1:
                 todo.pop(m.partition(), None)
-            rec = decode_record(m.value())
-            if isinstance(rec, Echo):
-                out.append(rec)
+            out += [r for r in decode_message(m.value()) if isinstance(r, Echo)]
     c.close()
     return out
 

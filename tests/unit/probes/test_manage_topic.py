@@ -15,7 +15,8 @@ from confluent_kafka import KafkaError, KafkaException
 from test_probe_loopback import Loopback, Sink
 
 from core.config import ConfigError, build
-from core.echo import Echo, decode_record
+from core.echo import Echo
+from core.echo_v2 import decode_message
 from kafkautil.admin import Survey, refusal, survey
 from probes import ProbeAgent, ProbeConfig
 from probes.manager import MAX_BACKOFF_S, AdminErrors, TopicManager, ensure_topic
@@ -330,7 +331,7 @@ def test_agent_brings_an_empty_cluster_to_full_coverage_without_a_reassignment()
     assert (stats["brokers"], stats["brokers_unprobed"], stats["admin_errors"]) == (3, 0, {})
     assert families["nines_probe_brokers"].samples[0].value == 3
     assert families["nines_probe_brokers_unprobed"].samples[0].value == 0
-    echoes = [r for r in map(decode_record, sink.delivered) if isinstance(r, Echo)]
+    echoes = [r for v in sink.delivered for r in decode_message(v) if isinstance(r, Echo)]
     led = {e.leader for e in echoes if e.partition == 2}
     assert led == {3} and len([e for e in echoes if e.partition == 2]) >= 10
     assert sorted(e.seq for e in echoes if e.partition == 2) == list(

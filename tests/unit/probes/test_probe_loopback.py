@@ -12,7 +12,8 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from core.echo import Echo, decode_record
+from core.echo import Echo
+from core.echo_v2 import decode_message
 from probes import ProbeAgent, ProbeConfig
 from probes.transport import AckReport, Layout
 
@@ -106,7 +107,7 @@ def test_agent_wires_schedule_producer_consumer_tracker_and_publisher() -> None:
     agent.stop()
     assert not THREADS & {t.name for t in threading.enumerate()}
 
-    records = [decode_record(v) for v in sink.delivered]
+    records = [r for v in sink.delivered for r in decode_message(v)]
     echoes = [r for r in records if isinstance(r, Echo)]
     assert len(records) - len(echoes) >= 3  # hiccup records, one per 0.1 s
     stats = agent.stats()

@@ -16,7 +16,7 @@ from core.config import ConfigError, build
 from core.echo import Echo, Hiccup
 from core.echo_v2 import decode_batch
 from probes import ProbeAgent, ProbeConfig
-from probes.publisher import BatchingEchoPublisher, EchoPublisher, publisher_for
+from probes.publisher import MAX_IN_FLIGHT, BatchingEchoPublisher, EchoPublisher, publisher_for
 from probes.transport import Layout
 
 T0 = 1_795_000_000_000_000
@@ -96,7 +96,7 @@ def test_capacity_bounds_the_records_in_the_sink_not_its_messages() -> None:
 
 
 def test_concurrent_publishers_lose_nothing() -> None:
-    sink = Sink(capacity=10_000)
+    sink = DeliveringSink()
     pub = publisher(sink, capacity=100_000, batch_echoes=7, linger_s=60)
 
     def burst(k: int) -> None:
@@ -108,15 +108,36 @@ def test_concurrent_publishers_lose_nothing() -> None:
         t.start()
     for t in threads:
         t.join()
-    pub.send()
-    seqs = sorted(r.seq for batch in records(sink) for r in batch)  # type: ignore[union-attr]
+    pub.flush(5.0)
+    seqs = sorted(r.seq for v in sink.delivered for r in decode_batch(v))  # type: ignore[union-attr]
     assert seqs == sorted(k * 1000 + i for k in range(4) for i in range(500))
-    assert all(len(b) <= 7 for b in records(sink))
+    assert pub.published == 2000 and pub.buffered == 0 and pub.dropped == 0
+
+
+def test_at_most_max_in_flight_messages_wait_in_the_sink_and_the_rest_merge() -> None:
+    """A slow echo cluster: the sink reports nothing for a while. The publisher keeps at most
+    MAX_IN_FLIGHT messages in it (below librdkafka's idempotence window, past which it spins),
+    and merges what waits, so the records go out in fewer messages once reports return."""
+    sink = Sink(capacity=1_000)
+    pub = publisher(sink, capacity=100_000, batch_echoes=10, linger_s=60)
+    for seq in range(200):
+        pub.publish(echo(seq))
+    assert len(sink.queued) == MAX_IN_FLIGHT
+    assert pub.buffered == 200  # nothing dropped or lost: 40 in the sink, 160 waiting here
+    reports = [done for *_, done in sink.queued]
+    sink.queued.clear()
+    for done in reports:  # the reports return: the 160 waiting leave as one merged message
+        done(None, None)
+    assert [len(b) for b in records(sink)] == [160]
+    pub.flush(1.0)
+    assert pub.published == 200 and pub.buffered == 0 and pub.dropped == 0
+    assert len(sink.queued) == 0
 
 
 def test_echo_format_selects_the_publisher_and_is_validated() -> None:
     base = {"bootstrap": "x:1", "probe_id": "p"}
-    assert type(publisher_for(ProbeConfig(**base))) is EchoPublisher
+    assert type(publisher_for(ProbeConfig(**base))) is BatchingEchoPublisher  # the default
+    assert type(publisher_for(ProbeConfig(**base, echo_format="v1"))) is EchoPublisher
     v2 = publisher_for(ProbeConfig(**base, echo_format="v2", echo_batch=50, echo_buffer=9))
     assert isinstance(v2, BatchingEchoPublisher) and (v2.batch_echoes, v2.capacity) == (50, 9)
     with pytest.raises(ConfigError, match=r"probe\.echo_format"):

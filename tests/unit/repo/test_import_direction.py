@@ -27,7 +27,8 @@ ALLOWED: dict[str, set[str]] = {
     "kafkautil": {"core"},
     "probes": {"core", "runtime", "kafkautil"},
     "streaming": {"core", "runtime", "kafkautil"},
-    "dashboards": {"core"},
+    # the dashboards' CLI reads its token file through runtime's bounded reader
+    "dashboards": {"core", "runtime"},
     "monitor": {"core", "runtime", "kafkautil", "probes", "streaming", "testbroker", "dashboards"},
 }
 #: Test and bench support: above the product, never imported by it, never shipped.
@@ -68,8 +69,32 @@ PURE = {p.relative_to(ROOT).as_posix() for p in (ROOT / "core").glob("*.py")}
 IO_MODULES = {"os", "socket", "subprocess", "yaml", "shutil", "tempfile", "urllib", "http"}
 
 
+#: Modules of those packages that are pure string functions (percent-encoding).
+PURE_SUBMODULES = {"urllib.parse"}
+
+
+def dotted_imports(path: Path) -> set[str]:
+    """Full module names imported anywhere in the file (``urllib.parse``, not ``urllib``)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+def io_imports(path: Path) -> list[str]:
+    """The I/O modules ``path`` imports."""
+    return sorted(
+        n
+        for n in dotted_imports(path)
+        if n.split(".")[0] in IO_MODULES and n not in PURE_SUBMODULES
+    )
+
+
 def test_the_pure_core_modules_do_no_io() -> None:
-    found = {rel: sorted(imports(ROOT / rel) & IO_MODULES) for rel in sorted(PURE)}
+    found = {rel: io_imports(ROOT / rel) for rel in sorted(PURE)}
     assert {rel: names for rel, names in found.items() if names} == {}
 
 

@@ -1,0 +1,102 @@
+"""Every file nines reads, read one way: a regular file, at most a cap of bytes, never blocking.
+
+A path an operator gives may name anything: a FIFO (``open`` waits for a writer for ever), a
+device (``/dev/zero`` never ends), a directory, or a file far larger than any config. So every
+reader (configs, SLA files, web configs, ``file:`` secrets, ready files, summary files, TLS
+files, the stream's own checkpoint files) goes through :func:`read_bounded`: open with
+``O_NONBLOCK`` (a FIFO opens at once), ``fstat`` the open descriptor (what is read is what was
+checked), refuse anything but a regular file, then read at most ``cap + 1`` bytes. A refusal is
+an ``OSError`` whose ``strerror`` is the one-line reason, so the callers' existing
+``cannot read PATH: {strerror}`` lines hold it. The caps (docs/configuration.md, *Input bounds*)
+are far above any real file of each kind and far below what would hurt a process.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+KiB, MiB = 1024, 1024 * 1024
+#: A YAML config, SLA file or web config.
+MAX_CONFIG_BYTES = 1 * MiB
+#: A ``file:`` secret, or a credential file (``--token-file``).
+MAX_SECRET_BYTES = 64 * KiB
+#: A ``nines broker`` ready file, a probe summary file, a checkpoint marker.
+MAX_SMALL_BYTES = 64 * KiB
+#: A PEM certificate chain, key or CA bundle of a web config.
+MAX_PEM_BYTES = 1 * MiB
+#: A file the stream job wrote in its own checkpoint (offset log entry, admission book).
+MAX_STATE_BYTES = 64 * MiB
+#: An archive's Parquet file: above an hour's compacted windows of 12,000 series (the series cap).
+MAX_ARCHIVE_FILE_BYTES = 16 * 1024 * MiB
+
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+}
+
+
+class RefusedFile(OSError):
+    """A path that is no regular file, or a file over its cap; ``strerror`` says which."""
+
+
+def size_text(n_bytes: int) -> str:
+    """``n_bytes`` as the docs write a cap: ``64 KiB``, ``1 MiB``."""
+    for unit, size in (("GiB", 1024 * MiB), ("MiB", MiB), ("KiB", KiB)):
+        if n_bytes >= size and n_bytes % size == 0:
+            return f"{n_bytes // size} {unit}"
+    return f"{n_bytes} bytes"
+
+
+def open_regular(path: str | Path, cap_bytes: int) -> int:
+    """A read-only descriptor of ``path``, checked to be a regular file of at most ``cap_bytes``;
+    never blocks (``O_NONBLOCK``: a FIFO opens at once, and is then refused)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(info.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a file")
+            raise RefusedFile(errno.EINVAL, f"not a regular file ({kind})", str(path))
+        if info.st_size > cap_bytes:
+            raise _too_large(path, cap_bytes)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _too_large(path: str | Path, cap_bytes: int) -> RefusedFile:
+    return RefusedFile(errno.EFBIG, f"larger than its cap of {size_text(cap_bytes)}", str(path))
+
+
+def read_bounded(path: str | Path, cap_bytes: int) -> bytes:
+    """The bytes of the regular file at ``path``; ``RefusedFile`` (an OSError) past ``cap_bytes``
+    (read to ``cap + 1``: a file that grows after the ``fstat`` is caught too)."""
+    fd = open_regular(path, cap_bytes)
+    try:
+        chunks, got = [], 0
+        while got <= cap_bytes:
+            chunk = os.read(fd, min(cap_bytes + 1 - got, 1 * MiB))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+    finally:
+        os.close(fd)
+    if got > cap_bytes:
+        raise _too_large(path, cap_bytes)
+    return b"".join(chunks)
+
+
+def read_text_bounded(path: str | Path, cap_bytes: int) -> str:
+    """The UTF-8 text of the regular file at ``path`` (:func:`read_bounded`; UnicodeDecodeError
+    as ``bytes.decode`` raises it)."""
+    return read_bounded(path, cap_bytes).decode("utf-8")

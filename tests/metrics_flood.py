@@ -1,0 +1,364 @@
+"""A connection flood from one client (127.0.0.1) on a /metrics server, and a scraper that times
+its scrapes meanwhile: the tests of ``runtime.webserver``'s bounds, and the measurement behind
+its design (run this module: ``python tests/metrics_flood.py --help``).
+
+The flood runs in a process of its own (as an attacker's would: it does not take the GIL from
+the scraper or from a server under test in this process), one thread over non-blocking sockets.
+Each connection is one of:
+
+- ``idle``: connects and sends nothing (for TLS: the handshake never starts);
+- ``trickle``: sends its bytes one every ``trickle_s`` and never ends them: a request head for
+  plain HTTP (slowloris), a TLS ClientHello for TLS (a handshake that never completes);
+- ``hello``: sends a whole TLS ClientHello at once, then nothing (stopped mid-handshake).
+
+A connection the server cuts is reopened ``reopen_s`` later, as an attacker would; the flood is
+bounded in time (``duration_s``) and in connections opened (``max_opens``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import errno
+import json
+import os
+import resource
+import selectors
+import signal
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HOST = "127.0.0.1"
+#: The request head a plain-HTTP trickler sends a byte at a time (it never ends).
+SLOW_HEAD = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 4000
+
+
+def client_hello() -> bytes:
+    """The bytes of a TLS ClientHello (made once and sent on every connection: the server cannot
+    tell, and the flood pays no crypto per connection)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(incoming, outgoing, server_side=False)
+    with contextlib.suppress(ssl.SSLWantReadError):
+        obj.do_handshake()
+    return outgoing.read()
+
+
+def raise_own_open_files(need: int) -> None:
+    """The test process's soft RLIMIT_NOFILE raised to the hard limit; fails below ``need``."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    top = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if top != resource.RLIM_INFINITY and top < need:
+        raise AssertionError(f"RLIMIT_NOFILE hard limit {top} < {need} needed by the flood")
+
+
+@dataclass
+class _Conn:
+    sock: socket.socket
+    kind: str
+    slot: int
+    sent: int = 0
+    connected: bool = False
+
+
+@dataclass
+class Flood:
+    """Hostile connections to ``port``: ``kinds`` maps a kind to how many are held open."""
+
+    port: int
+    kinds: dict[str, int]
+    duration_s: float = 30.0
+    reopen_s: float = 0.5
+    trickle_s: float = 1.0
+    max_opens: int = 20_000
+    #: a TLS server: ``trickle`` sends a ClientHello, not a request head
+    tls: bool = False
+    hello: bytes = b""
+    seen: Counter[str] = field(default_factory=Counter)
+    #: most flood connections the client had open at once
+    peak_open: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _proc: subprocess.Popen[str] | None = None
+    _result: dict[str, int] | None = None
+
+    def start(self) -> Flood:
+        """Start the flood in a process of its own."""
+        spec = {"port": self.port, "kinds": self.kinds, "duration_s": self.duration_s,
+                "reopen_s": self.reopen_s, "trickle_s": self.trickle_s,
+                "max_opens": self.max_opens, "tls": self.tls}  # fmt: skip
+        self._proc = subprocess.Popen(
+            [sys.executable, __file__, "--flood-child", json.dumps(spec)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        return self
+
+    def stop(self) -> dict[str, int]:
+        """Stop, close every connection; what was seen (opened, cut, peak_open, ...)."""
+        if self._result is None and self._proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.send_signal(signal.SIGTERM)
+            out, _ = self._proc.communicate(timeout=20)
+            self._result = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+        return dict(self._result or {})
+
+    def run_here(self) -> dict[str, int]:
+        """The flood in this process until SIGTERM or its duration (the child's side)."""
+        if self.tls and not self.hello:
+            self.hello = client_hello()
+        signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
+        self._run()
+        return {**self.seen, "peak_open": self.peak_open}
+
+    def __enter__(self) -> Flood:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def _payload(self, kind: str) -> bytes:
+        if kind == "hello":
+            return self.hello
+        if kind == "trickle":
+            return self.hello or SLOW_HEAD
+        return b""
+
+    def _open(self, sel: selectors.BaseSelector, kind: str, slot: int) -> _Conn | None:
+        if self.seen["opened"] >= self.max_opens:
+            return None
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        code = sock.connect_ex((HOST, self.port))
+        if code not in (0, errno.EINPROGRESS):
+            sock.close()
+            self.seen["connect_errors"] += 1
+            return None
+        self.seen["opened"] += 1
+        conn = _Conn(sock, kind, slot)
+        sel.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+        return conn
+
+    def _run(self) -> None:
+        sel = selectors.DefaultSelector()
+        live: dict[int, _Conn] = {}
+        reopen: list[tuple[float, str, int]] = []
+        slots = [(kind, i) for kind, n in self.kinds.items() for i in range(n)]
+        end = time.monotonic() + self.duration_s
+        for kind, slot in slots:
+            c = self._open(sel, kind, slot)
+            if c is not None:
+                live[id(c)] = c
+        next_trickle = time.monotonic() + self.trickle_s
+        buf = bytearray(65536)
+        while not self._stop.is_set() and time.monotonic() < end:
+            self.peak_open = max(self.peak_open, len(live))
+            for key, events in sel.select(0.05):
+                c: _Conn = key.data
+                if events & selectors.EVENT_WRITE and not c.connected:
+                    c.connected = True
+                    if c.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+                        events = selectors.EVENT_READ  # refused: handled as cut below
+                    else:
+                        sel.modify(c.sock, selectors.EVENT_READ, c)
+                        if c.kind == "hello":
+                            with contextlib.suppress(OSError):
+                                c.sock.send(self.hello)
+                if events & selectors.EVENT_READ:
+                    try:
+                        n = c.sock.recv_into(buf)
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        n = 0
+                    if n == 0:  # cut by the server
+                        self.seen["cut"] += 1
+                        sel.unregister(c.sock)
+                        c.sock.close()
+                        del live[id(c)]
+                        reopen.append((time.monotonic() + self.reopen_s, c.kind, c.slot))
+            now = time.monotonic()
+            if reopen and reopen[0][0] <= now:
+                due = [r for r in reopen if r[0] <= now]
+                reopen = [r for r in reopen if r[0] > now]
+                for _, kind, slot in due:
+                    c = self._open(sel, kind, slot)
+                    if c is not None:
+                        live[id(c)] = c
+            if now >= next_trickle:
+                next_trickle = now + self.trickle_s
+                for c in list(live.values()):
+                    if c.kind == "trickle" and c.connected:
+                        payload = self._payload("trickle")
+                        if c.sent < len(payload):
+                            with contextlib.suppress(OSError):
+                                c.sock.send(payload[c.sent : c.sent + 1])
+                                c.sent += 1
+                                self.seen["trickled"] += 1
+        for c in live.values():
+            with contextlib.suppress(OSError):
+                c.sock.close()
+        sel.close()
+
+
+@dataclass
+class Scraper:
+    """GETs ``path`` every ``every_s`` on a connection of its own, timing each (None: failed)."""
+
+    port: int
+    path: str = "/metrics"
+    every_s: float = 0.25
+    timeout_s: float = 5.0
+    ca: Path | None = None
+    password: str | None = None
+    times_s: list[float | None] = field(default_factory=list)
+    statuses: Counter[int] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def one(self) -> tuple[int, float]:
+        scheme = "https" if self.ca else "http"
+        req = urllib.request.Request(f"{scheme}://{HOST}:{self.port}{self.path}")
+        if self.password is not None:
+            token = base64.b64encode(f"prometheus:{self.password}".encode()).decode()
+            req.add_header("Authorization", f"Basic {token}")
+        ctx = ssl.create_default_context(cafile=str(self.ca)) if self.ca else None
+        start = time.monotonic()
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s, context=ctx) as resp:
+                resp.read()
+                return resp.status, time.monotonic() - start
+        except urllib.error.HTTPError as err:
+            return err.code, time.monotonic() - start
+
+    def up(self) -> bool:
+        """Whether one request is answered 200 now."""
+        try:
+            return self.one()[0] == 200
+        except OSError:
+            return False
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                status, took = self.one()
+                self.statuses[status] += 1
+                self.times_s.append(took if status == 200 else None)
+            except OSError as exc:
+                self.statuses[0] += 1
+                self.errors[f"{type(exc).__name__}: {exc}"[:80]] += 1
+                self.times_s.append(None)
+            self._stop.wait(max(0.0, self.every_s - (time.monotonic() - started)))
+
+    def start(self) -> Scraper:
+        self._thread = threading.Thread(target=self._run, name="scraper", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[float | None]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.timeout_s + 5)
+        return self.times_s
+
+    def summary(self) -> str:
+        ok = sorted(t for t in self.times_s if t is not None)
+        if not ok:
+            return f"0/{len(self.times_s)} answered"
+        return (
+            f"{len(ok)}/{len(self.times_s)} answered, median {statistics.median(ok) * 1e3:.1f} ms,"
+            f" max {ok[-1] * 1e3:.1f} ms, over 1 s {sum(t > 1 for t in ok)}"
+        )
+
+
+def _threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _flood_child(spec: str) -> int:
+    """The flood process: floods until SIGTERM or its duration, then prints what it saw."""
+    config = json.loads(spec)
+    raise_own_open_files(sum(config["kinds"].values()) + 100)
+    print(json.dumps(Flood(**config).run_here()), flush=True)
+    return 0
+
+
+def main() -> int:
+    """Serve a body with this checkout's ``runtime.webserver`` in this process, flood it, print
+    the scrape latencies, the server's threads and the CPU of server and flood."""
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("--idle", type=int, default=550)
+    p.add_argument("--trickle", type=int, default=550)
+    p.add_argument("--hello", type=int, default=0, help="mid-handshake connections (TLS)")
+    p.add_argument("--tls", type=Path, help="a directory for throwaway TLS material")
+    p.add_argument("--seconds", type=float, default=15.0)
+    p.add_argument("--reopen-s", type=float, default=0.5)
+    args = p.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from runtime.webconfig import load_web_config
+    from runtime.webserver import MetricsServer
+
+    raise_own_open_files(args.idle + args.trickle + args.hello + 200)
+    web, ca = None, None
+    if args.tls:
+        from tls_material import make_tls
+
+        tls = make_tls(args.tls)
+        (args.tls / "web.yml").write_text(
+            f"tls_server_config:\n  cert_file: {tls.cert}\n  key_file: {tls.key}\n"
+        )
+        web, ca = load_web_config(args.tls / "web.yml"), tls.ca
+    body = b"# TYPE x gauge\n" + b"".join(b'x{i="%d"} 1\n' % i for i in range(2000))
+    server = MetricsServer(lambda: body, HOST, 0, web)
+    pid = os.getpid()
+    kinds = {"idle": args.idle, "trickle": args.trickle, "hello": args.hello}
+    flood = Flood(server.port, {k: n for k, n in kinds.items() if n}, args.seconds + 10,
+                  reopen_s=args.reopen_s, tls=web is not None)  # fmt: skip
+    scraper = Scraper(server.port, ca=ca, timeout_s=10)
+    cpu0, t0 = _cpu_s(pid), time.monotonic()
+    flood.start()
+    time.sleep(1.0)
+    scraper.start()
+    threads = 0
+    while time.monotonic() - t0 < args.seconds:
+        time.sleep(0.5)
+        threads = max(threads, _threads(pid))
+    scraper.stop()
+    assert flood._proc is not None
+    flood_cpu = _cpu_s(flood._proc.pid) / (time.monotonic() - t0)
+    cpu = (_cpu_s(pid) - cpu0) / (time.monotonic() - t0)
+    seen = flood.stop()
+    server.close()
+    with open("/proc/loadavg") as f:
+        load = f.read().split()[:3]
+    print(f"scrapes: {scraper.summary()}; statuses {dict(scraper.statuses)} {dict(scraper.errors)}")
+    print(f"flood: {seen}; server threads (max): {threads}; CPU (of a core): server and "
+          f"scraper {cpu:.2f}, flood {flood_cpu:.2f}; load {' '.join(load)}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--flood-child"]:
+        sys.exit(_flood_child(sys.argv[2]))
+    sys.exit(main())
