@@ -25,8 +25,9 @@ PUBLISHED = {
     "--archive --metrics-port --metrics-host --web-config-file --trigger "
     "--starting-offsets --master",
     "probe": "--config --bootstrap --nats-jetstream --redis-streams --echo-bootstrap --topic "
-    "--echo-topic --rate --size --cluster --probe-id --loss-timeout --duration --echo-format "
-    "--metrics-host --web-config-file --metrics-port --manage-topic --rebalance --summary-file",
+    "--echo-topic --rate --schedule --size --cluster --probe-id --loss-timeout --duration "
+    "--echo-format --metrics-host --web-config-file --metrics-port --manage-topic --rebalance "
+    "--summary-file",
 }
 MODELS = {"stream": (PipelineConfig, flags()), "probe": (ProbeConfig, PROBE_FLAGS)}
 
