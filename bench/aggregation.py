@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from bench.machine import write_result
+from streaming.consume import FETCH_BATCH
 from testkit.spark import process_all_available
 
 #: Windows of the default configuration; three latency kinds per echo.
@@ -137,7 +138,7 @@ class RawReplayReader:
     """``ReplayReader`` over Kafka values: each fetch of ``FETCH`` values is parsed with the
     Kafka source's own ``parse_with_stamps``, so parsing is measured with the aggregation."""
 
-    FETCH = 10_000  # streaming.consume.FETCH_BATCH
+    FETCH = FETCH_BATCH  # Kafka values per parse call, as streaming.consume's fetches
 
     def read(self, partition: Any) -> Any:
         """The partition's values, memory-mapped, parsed ``FETCH`` at a time."""
@@ -145,7 +146,7 @@ class RawReplayReader:
 
         from streaming.combine import Combiner
         from streaming.marks import SOURCE_SCHEMA
-        from streaming.parse import parse_with_stamps
+        from testkit.parse import parse_with_stamps
 
         clock = {"read_s": 0.0, "parse_s": 0.0, "combine_s": 0.0}
         started = time.perf_counter()
@@ -532,7 +533,7 @@ def run_formats(quick: bool = False) -> dict[str, Any]:
             f"{n:,} generated echoes (+1 that closes every window) on local[2], {per_batch:,} "
             "echoes per micro-batch, windows 10s, 1m, 1h, 3 kinds: replayed as the Kafka "
             f"source's parsed rows (aggregation alone), as v1 Kafka values and as v2 batches of "
-            f"{V2_BATCH}, the values parsed in the source by streaming.parse.parse_with_stamps "
+            f"{V2_BATCH}, the values parsed in the source by testkit.parse.parse_with_stamps "
             "10,000 at a time. echoes/s = echoes of the steady batches / their trigger time."
         ),
         "runs": runs,

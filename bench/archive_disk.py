@@ -25,6 +25,7 @@ from core.hdr import HdrLayout, SparseHistogram
 from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram
 from streaming import archive as arc
 from streaming.config import StreamConfig
+from testkit.archive import read_windows
 
 RESOLUTIONS_S = {"10s": 10, "1m": 60, "1h": 3600}
 KINDS = ("e2e", "publish", "send_lag")
@@ -123,7 +124,7 @@ def measure(args: argparse.Namespace, compact: bool) -> dict[str, Any]:
             slowest = max(slowest, time.perf_counter() - t)
         write_s = time.perf_counter() - started
         t = time.perf_counter()
-        day = arc.read_windows(root, "10s")
+        day = read_windows(root, "10s")
         read_s = time.perf_counter() - t
         return {
             "compact": compact,

@@ -38,7 +38,8 @@ from core import promproto
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
 from monitor.exporter import ExporterConfig, LatencyExporter
-from monitor.exporter.server import GZIP_LEVEL, PROTOBUF_GZIP_LEVEL
+from runtime.webserver import GZIP_LEVEL, PROTOBUF_GZIP_LEVEL
+from testkit.exporter import prerender_cpu_s, protobuf_body, text_body, wait_prerendered
 from testkit.promproto_decode import read_varint
 
 RESOLUTIONS = (("10s", 10), ("1m", 60), ("1h", 3600))
@@ -129,10 +130,10 @@ def measure(
         exporter.update(batch)
     update_s = time.perf_counter() - started
     started, cpu = time.perf_counter(), time.process_time()
-    body = exporter.exposition()
+    body = text_body(exporter)
     render_s, render_cpu_s = time.perf_counter() - started, time.process_time() - cpu
     cpu = time.process_time()
-    body_pb = exporter.exposition_protobuf()
+    body_pb = protobuf_body(exporter)
     render_pb_cpu_s = time.process_time() - cpu
     server = exporter.serve(port=0)
     gzip_runs, plain_runs, pb_runs = [], [], []
@@ -140,14 +141,14 @@ def measure(
     prerenders: dict[str, list[float]] = {"10s": [], "minute": [], "all": []}
 
     def update(case: str, *closed: list[WindowHistogram]) -> None:
-        cpu, worker = time.process_time(), exporter.prerender_cpu_s
+        cpu, worker = time.process_time(), prerender_cpu_s(exporter)
         for batch in closed:
             exporter.update(batch)
         # the background pre-render of the coarse resolutions is the update's work: waited for
         # and counted here (process CPU: every thread), never in the next scrape's
-        assert exporter.wait_prerendered(120.0), "the pre-render did not finish"
+        assert wait_prerendered(exporter, 120.0), "the pre-render did not finish"
         updates[case].append(time.process_time() - cpu)
-        prerenders[case].append(exporter.prerender_cpu_s - worker)
+        prerenders[case].append(prerender_cpu_s(exporter) - worker)
 
     try:
         for _ in range(scrapes):
@@ -179,7 +180,7 @@ def measure(
         "kind_series": len({w.series for w in batches[0]}),
         "windows": sum(len(b) for b in batches),
         "rate_per_s": rate_per_s,
-        "rejected": exporter.series_rejected,
+        "rejected": exporter.collectors.series.rejected,
         "memory_mib": memory / 2**20,
         "memory_served_mib": memory_served / 2**20,
         "update_s": update_s,

@@ -56,7 +56,7 @@ def marked_batches(
     from bench.aggregation import V2_BATCH, generate, raw_values
     from core.windows import WindowSpec
     from streaming.marks import mark_late
-    from streaming.parse import parse_with_stamps
+    from testkit.parse import parse_with_stamps
 
     t0 = 1_800_000_000_000_000 - 1_800_000_000_000_000 % 3_600_000_000
     values = raw_values(generate(echoes, t0, partitions=series), "v2").column("value").to_pylist()
@@ -173,8 +173,8 @@ def run_task(
     from streaming import admission
     from streaming.combine import Combiner
     from streaming.consume import Fetched
-    from streaming.marks import mark_late
-    from streaming.parse import mark_future, parse_messages
+    from streaming.marks import mark_future, mark_late
+    from streaming.parse import parse_messages
 
     spec = WindowSpec.from_names(WINDOWS)
     parts = list(range(TASK_PARTITIONS))
@@ -186,7 +186,7 @@ def run_task(
     kafka_ms = 1_800_000_000_000 - 1_800_000_000_000 % 3_600_000
     partials = 0
     sink = pa.BufferOutputStream()
-    from streaming.combine import PARTIAL_SCHEMA
+    from streaming.state_keys import PARTIAL_SCHEMA
 
     writer = pa.ipc.new_stream(sink, PARTIAL_SCHEMA)
 

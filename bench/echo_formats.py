@@ -31,11 +31,13 @@ import numpy as np
 
 from bench.machine import write_result
 from bench.procstat import cpu_s, cpu_s_by_thread
+from core.echo import DEFAULT_ECHO_TOPIC
 from monitor.processes import probe_argv
+from streaming.consume import FETCH_BATCH
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS = 3
-FETCH = 10_000  # Kafka values per parse call, as streaming.consume.FETCH_BATCH
+FETCH = FETCH_BATCH  # Kafka values per parse call, as streaming.consume's fetches
 
 
 def echoes_of(n: int) -> list[Any]:
@@ -143,8 +145,8 @@ def run_probe(echo_format: str, warmup_s: float, measure_s: float) -> dict[str, 
         code = proc.wait(60)
         c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench",
                       "enable.partition.eof": True})  # fmt: skip
-        md = c.list_topics("nines.echoes", timeout=10).topics["nines.echoes"].partitions
-        c.assign([TopicPartition("nines.echoes", p, 0) for p in md])
+        md = c.list_topics(DEFAULT_ECHO_TOPIC, timeout=10).topics[DEFAULT_ECHO_TOPIC].partitions
+        c.assign([TopicPartition(DEFAULT_ECHO_TOPIC, p, 0) for p in md])
         messages = echoes = 0
         seen: dict[tuple[int, int], int] = {}
         eof: set[int] = set()

@@ -32,7 +32,7 @@ import numpy as np
 from bench.machine import write_result
 from bench.procstat import cpu_s, start_logged
 from bench.samples import quantiles
-from core.echo import BadEcho, Echo, decode_record
+from core.echo import DEFAULT_ECHO_TOPIC, BadEcho, Echo, decode_record
 from monitor.processes import probe_argv
 from probes.summary import read_summary
 
@@ -41,7 +41,7 @@ RATE_TOTAL = 1_000
 PARTITIONS = 3
 SIZE = 1024
 PROBE_TOPIC = "nines.probe"
-ECHO_TOPIC = "nines.echoes"
+ECHO_TOPIC = DEFAULT_ECHO_TOPIC
 ECHO_PARTITIONS = 2
 #: Every run gets these topics; ``kafka-3`` replicates them on three brokers.
 TOPICS = ((PROBE_TOPIC, PARTITIONS), (ECHO_TOPIC, ECHO_PARTITIONS))

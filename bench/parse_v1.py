@@ -24,8 +24,9 @@ import pyarrow as pa
 
 from bench.e2e import SERIES, encoded
 from core.windows import WindowSpec
-from streaming.marks import mark_late
-from streaming.parse import _parse_other, mark_future, parse_messages
+from streaming.marks import mark_future, mark_late
+from streaming.parse import parse_messages
+from streaming.parse.v1_json import parse_json
 
 #: Kafka values per parse call, as ``streaming.consume``'s fetches.
 FETCH = 10_000
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     windows = WindowSpec.from_names("10s,1m,1h")
     paths: dict[str, Callable[[Sequence[bytes | None]], Any]] = {
         "job": parse_messages,
-        "json reader only": lambda v: (_parse_other(v), range(len(v))),
+        "json reader only": lambda v: (parse_json(v), range(len(v))),
     }
     print(f"{n} v1 echoes ({sum(map(len, values)) / n:.0f} B each, {SERIES} series), "
           f"fetches of {FETCH}; load {os.getloadavg()[0]:.2f} at start")  # fmt: skip

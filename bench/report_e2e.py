@@ -34,6 +34,10 @@ def _rate(x: Any) -> str:
     return "n/a" if not x else f"{int(x):,}"
 
 
+#: The master the throughput targets were set on (issues 16 and 24: this 2-core machine).
+TARGET_MASTER = "local[2]"
+
+
 def _verdict(ok: bool) -> str:
     return "**met**" if ok else "**not met**"
 
@@ -85,24 +89,38 @@ def scaling(data: Json) -> dict[str, float]:
     return out
 
 
+def judged_runs(data: Json) -> dict[str, Json]:
+    """The runs the throughput targets judge: those on ``TARGET_MASTER``, as the issues set them
+    (a local[1] run is measured for the scaling, not judged against them)."""
+    return {
+        key: r
+        for key, r in _runs(data).items()
+        if r.get("echoes_per_s") and str(r.get("master") or TARGET_MASTER) == TARGET_MASTER
+    }
+
+
 def e2e_targets(data: Json) -> dict[str, bool]:
-    """Each target of issues 16 and 24 for the end-to-end runs, on every broker measured."""
-    runs = [r for r in _runs(data).values() if r.get("echoes_per_s")]
+    """Each target of issues 16 and 24 for the end-to-end runs: one verdict per run it judges,
+    named with the run and its figure, so a verdict never stands for runs it does not show."""
+    runs = judged_runs(data)
     targets = data.get("targets_echoes_per_s") or {}
     ratio = float(data.get("target_vs_hdrh_loop") or 10)
     out = {}
     for fmt, target in targets.items():
-        mine = [r for r in runs if r.get("echo_format") == fmt]
-        out[f"{fmt} ≥ {int(target):,}/s"] = bool(mine) and all(
-            r["echoes_per_s"] >= target for r in mine
-        )
-    out[f"≥ {ratio:g}× the loop"] = bool(runs) and all(
-        float(r.get("vs_hdrh_loop") or 0) >= ratio for r in runs
-    )
+        mine = {k: r for k, r in runs.items() if r.get("echo_format") == fmt}
+        head = f"{fmt} ≥ {int(target):,}/s on {TARGET_MASTER}"
+        if not mine:
+            out[f"{head} (no such run)"] = False  # none measured is not met
+        for key, r in mine.items():
+            out[f"{head} ({key}: {_rate(r['echoes_per_s'])}/s)"] = r["echoes_per_s"] >= target
+    for key, r in runs.items():
+        times = float(r.get("vs_hdrh_loop") or 0)
+        out[f"≥ {ratio:g}× the loop ({key}: {times:g}×)"] = times >= ratio
     ratios = scaling(data) or data.get("scaling_local2_over_local1") or {}
-    if isinstance(ratios, Mapping) and ratios:
+    if isinstance(ratios, Mapping):
         want = float(data.get("target_scaling") or 1.8)
-        out[f"local[2] / local[1] ≥ {want:g}"] = all(float(v) >= want for v in ratios.values())
+        for key, v in ratios.items():
+            out[f"local[2] / local[1] ≥ {want:g} ({key}: {float(v):g}×)"] = float(v) >= want
     return out
 
 

@@ -34,11 +34,11 @@ import numpy as np
 from bench.machine import RESULTS_DIR, machine_facts
 from bench.procstat import cpu_s, rss_mib
 from bench.samples import quantiles
-from core.echo import BadEcho, Hiccup, decode_record
+from core.echo import DEFAULT_ECHO_TOPIC, BadEcho, Hiccup, decode_record
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = RESULTS_DIR / "soak.json"
-ECHO_TOPIC = "nines.echoes"
+ECHO_TOPIC = DEFAULT_ECHO_TOPIC
 LOSS_TIMEOUT_S = 30.0  # the probe's default; seqs younger than this may still be unresolved
 
 

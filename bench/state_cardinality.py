@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.procstat import descendants
-from core.echo import Echo, encode_record
+from core.echo import DEFAULT_ECHO_TOPIC, Echo, encode_record
 from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
 from streaming.job import StreamJob
 from testkit.spark import process_all_available
 
-TOPIC = "nines.echoes"
+TOPIC = DEFAULT_ECHO_TOPIC
 KAFKA_PARTITIONS = 4
 PROBE_PARTITIONS_PER_TOPIC = 100
 

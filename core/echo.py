@@ -1,7 +1,8 @@
 """The echo record, schema v1: one JSON object per Kafka message, a public contract.
 
 See docs/echo-format.md. Probes write it; the streaming job parses it (vectorised, in
-``streaming.parse``) and this module is the reference implementation both are tested against.
+``streaming.parse.v1_template`` and ``v1_json``) and this module is the reference implementation
+both are tested against.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ BadReason = Literal[
 System = Literal["kafka", "nats", "redis", "rabbitmq"]
 SYSTEMS: Final[tuple[str, ...]] = get_args(System)
 DEFAULT_SYSTEM: Final = "kafka"
+#: The topic echo records go to unless configured: probes write it, the stream job reads it.
+DEFAULT_ECHO_TOPIC: Final = "nines.echoes"
 
 #: Every reason a record is counted bad, in the order they are documented (docs/echo-format.md).
 BAD_REASONS: Final[tuple[str, ...]] = get_args(BadReason)
@@ -86,7 +89,11 @@ LATENCY_SPANS: Final[dict[str, LatencySpan]] = {
 
 @dataclass(frozen=True, slots=True)
 class Echo:
-    """The fate of one probe message. Latencies are measured from ``intended_us``."""
+    """The fate of one probe message. Latencies are measured from ``intended_us``.
+
+    The fields' order is a wire contract: ``encode_record`` writes them in it, and the job's
+    template parser (``streaming.parse.v1_template``) derives the byte layout it reads from it.
+    """
 
     probe: str
     cluster: str

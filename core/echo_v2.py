@@ -5,7 +5,7 @@ carries up to thousands of echoes at 73 bytes each, read column by column withou
 layout is fixed rather than Arrow IPC so that the pure core (no pyarrow) holds the reference
 codec, every byte of a hostile payload is checked by our own code, and a reader in any language
 is ~40 lines. This module is the reference both the probe (encoder) and the streaming job's
-vectorised decoder (``streaming.parse``) are tested against.
+vectorised decoder (``streaming.parse.v2``) are tested against.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from core.config import ConfigError, build
+from core.echo import DEFAULT_ECHO_TOPIC
 from core.hdr import REPORTED_QUANTILES, min_samples_for, quantile_label
 from core.units import parse_duration_s, parse_size_bytes
 from core.windows import ALL_PARTITIONS, WindowHistogram, merge_all
@@ -298,7 +299,7 @@ def _run_all(
                 windows[s.cluster].append(w)
 
     # the echo cluster is the mock: it ingests every system's echoes at 20,000/s without strain
-    with EmbeddedBroker(topics=[("nines.echoes", 2), ("nines.probe", 1)]) as echo:
+    with EmbeddedBroker(topics=[(DEFAULT_ECHO_TOPIC, 2), ("nines.probe", 1)]) as echo:
         say(f"echo cluster {echo.bootstrap}; stream job starting (logs in {tmp})")
         config = build(
             PipelineConfig,
@@ -360,7 +361,7 @@ def _target(system: str, tmp: Path, kafka_engine: str) -> Iterator[str]:
         engines: dict[str, Literal["mock", "tansu", "kafka"]] = {
             "mock": "mock", "tansu": "tansu", "kafka": "kafka"}  # fmt: skip
         # one broker, replication factor 1: like the other systems' single nodes
-        topics = [("nines.probe", 1, 1), ("nines.echoes", 2, 1)]
+        topics = [("nines.probe", 1, 1), (DEFAULT_ECHO_TOPIC, 2, 1)]
         if kafka_engine != "kafka":
             topics = [("nines.probe", 1)]  # type: ignore[list-item]
         with EmbeddedBroker(engine=engines[kafka_engine], brokers=1, topics=topics) as kafka:

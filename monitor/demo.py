@@ -22,6 +22,7 @@ from core.config import ConfigError, build
 from core.sla import SlaConfig
 from core.units import format_duration, parse_duration_s
 from core.windows import WindowSpec
+from monitor.exporter.config import ExporterConfig
 from monitor.processes import StopFlag as _StopFlag
 from monitor.processes import jvm_output_to
 from monitor.processes import probe_process as _probe_process
@@ -82,8 +83,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--metrics-port",
         type=int,
-        default=9464,
-        help="exporter port (default 9464; 0 = any free port)",
+        default=DEFAULT_METRICS_PORT,
+        help=f"exporter port (default {DEFAULT_METRICS_PORT}; 0 = any free port)",
     )
     p.add_argument("--window", default="10s", help="finest window (default 10s); 1m is shown too")
     p.add_argument(
@@ -109,6 +110,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 DEFAULT_SLA = "examples/demo-sla.yaml"
 #: Brokers of the embedded cluster; the probe topic has one partition per broker.
 DEMO_BROKERS = 3
+#: The exporter's port unless --metrics-port says otherwise: the exporter's own default.
+DEFAULT_METRICS_PORT: int = ExporterConfig.model_fields["metrics_port"].default
 #: The demo always shows 1m windows beside ``--window``.
 COARSE_WINDOW_S = 60
 

@@ -17,7 +17,8 @@ from streaming.config import StreamConfig
 
 if TYPE_CHECKING:
     from core.windows import WindowHistogram
-    from monitor.exporter import LatencyExporter, MetricsServer
+    from monitor.exporter import LatencyExporter
+    from runtime.webserver import MetricsServer
     from streaming.job import BatchCallback, SourceFactory
 
 log = logging.getLogger("nines.stream")
@@ -64,9 +65,7 @@ class StreamPipeline:
             from runtime.webconfig import load_web_config
 
             web = load_web_config(self.config.web_config_file)
-            self.server = self.exporter.serve(
-                self.config.metrics_host, self.config.metrics_port, web
-            )
+            self.server = self.exporter.serve(web=web)
         try:
             self.job.start()
         except BaseException:
@@ -110,11 +109,33 @@ def run_stream(config: PipelineConfig) -> int:
     return 0
 
 
+#: The exporter's settings that are ``nines stream`` flags too.
+EXPORTER_FLAGS = ("metrics_port", "metrics_host", "web_config_file")
+
+
+def flags() -> tuple[str, ...]:
+    """``nines stream``'s flags in --help's order: the job's, the exporter's after the archive."""
+    from streaming.cli import FLAGS
+
+    at = FLAGS.index("archive") + 1
+    return (*FLAGS[:at], *EXPORTER_FLAGS, *FLAGS[at:])
+
+
+def check_exporter(config: ExporterConfig) -> None:
+    """Before any connection: a taken port, or a bad web config file or certificate, exits 2."""
+    from runtime.config_io import check_port_free
+    from runtime.webconfig import load_web_config
+
+    check_port_free(config.metrics_host, config.metrics_port)
+    load_web_config(config.web_config_file)
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add ``nines stream``: the stream stage's flags, run here with the exporter wired in."""
+    """Add ``nines stream``: the stream stage's flags and the exporter's, run here with the
+    exporter wired in."""
     from streaming.cli import add_parser
 
-    add_parser(sub).set_defaults(func=run)
+    add_parser(sub, PipelineConfig, flags()).set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -124,5 +145,5 @@ def run(args: argparse.Namespace) -> int:
 
     raise_open_files_limit()  # /metrics connections and Kafka sockets: as Go programs do
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    config = stream_config(args, PipelineConfig)
+    config = stream_config(args, PipelineConfig, flags(), checks=[check_exporter])
     return run_stream(config)  # Spark: only once the input is known to be good

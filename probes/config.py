@@ -16,6 +16,7 @@ from core.config import (
     label,
     tcp_port,
 )
+from core.echo import DEFAULT_ECHO_TOPIC
 from core.echo_v2 import MAX_BATCH_ECHOES
 from core.kafka_conf import ProbeKafka
 from core.labels import MAX_LABEL_BYTES, label_bytes
@@ -90,7 +91,7 @@ class ProbeConfig(StageConfig):
         None, validate_default=True, default_text="--bootstrap", help="cluster for echo records"
     )
     topic: str = setting("nines.probe", help="probe topic")
-    echo_topic: str = setting("nines.echoes", help="echo topic")
+    echo_topic: str = setting(DEFAULT_ECHO_TOPIC, help="echo topic")
     rate: float = setting(100.0, help="messages per second per partition")
     #: staggered: partition i of n sends i / (rate × n) after partition 0; aligned: every
     #: partition on one tick, so the partitions a broker leads share a produce request

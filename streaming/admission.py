@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from core.windows import window_end_us
 from runtime.files import MAX_STATE_BYTES, read_text_bounded
-from streaming.combine import _codes
+from streaming import grouping
 
 #: Series = (cluster, topic, partition); a hiccup's partition (none) is written -1.
 Series = tuple[str, str, int]
@@ -207,13 +207,18 @@ class TaskAdmission:
         partition = pc.fill_null(column("partition"), NO_PARTITION)
         # one code per (Kafka range, series), numbered without hashing every row where a label
         # is the same in every row (a fetch of one probe)
+        limit = 4 * len(idx) + 1
         parts = [
-            _int_codes(np.asarray(kafka_partitions, np.int64)[idx]),
-            _codes(cluster),
-            _codes(topic),
-            _int_codes(np.asarray(partition.to_numpy(zero_copy_only=False), np.int64)),
+            grouping.int_codes(np.asarray(kafka_partitions, np.int64)[idx], limit),
+            grouping.codes(cluster),
+            grouping.codes(topic),
+            grouping.int_codes(
+                np.asarray(partition.to_numpy(zero_copy_only=False), np.int64), limit
+            ),
         ]
-        group, count = _combined(parts)
+        keyed = grouping.key(parts)
+        assert keyed is not None  # renumbered as it grows: at most the rows' count squared
+        group, count = keyed
         first = np.full(count, len(idx), np.int64)
         np.minimum.at(first, group, np.arange(len(idx)))
         event = np.asarray(column("event_us").to_numpy(zero_copy_only=False), np.int64)
@@ -267,29 +272,6 @@ class TaskAdmission:
             path = self.plan.seen_path(p)
             path.parent.mkdir(parents=True, exist_ok=True)
             _write_json(path, _dump_series(r.seen))
-
-
-def _int_codes(values: np.ndarray) -> tuple[np.ndarray, int]:
-    """Codes of ints: the offset from the least where the range is small, else sorted ranks."""
-    if len(values) == 0:
-        return np.zeros(0, np.int64), 1
-    low, high = int(values.min()), int(values.max())
-    if high - low <= 4 * len(values):
-        return values - low, high - low + 1
-    unique, inverse = np.unique(values, return_inverse=True)
-    return np.asarray(inverse, np.int64).reshape(-1), len(unique)
-
-
-def _combined(parts: list[tuple[np.ndarray, int]]) -> tuple[np.ndarray, int]:
-    """One code per distinct combination of ``parts`` (mixed radix, renumbered 0..distinct-1
-    whenever the radix outgrows the rows, so it never overflows)."""
-    key, cards = parts[0]
-    for codes, card in parts[1:]:
-        key, cards = key * card + codes, cards * card
-        if cards > 4 * len(key) + 1:
-            unique, inverse = np.unique(key, return_inverse=True)
-            key, cards = np.asarray(inverse, np.int64).reshape(-1), len(unique)
-    return key, cards
 
 
 def refuse(rows: pa.RecordBatch, mask: pa.Array, watermark_us: int) -> pa.RecordBatch:

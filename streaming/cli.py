@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from core.settings import add_flags, flag_values
@@ -24,9 +25,6 @@ FLAGS = (
     "digits",
     "checkpoint",
     "archive",
-    "metrics_port",
-    "metrics_host",
-    "web_config_file",
     "trigger",
     "starting_offsets",
     "master",
@@ -39,8 +37,13 @@ EXAMPLES = """examples:
 """
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
-    """Add the ``stream`` subcommand's parser (the caller sets what runs it)."""
+def add_parser(
+    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    model: type[StreamConfig] = StreamConfig,
+    flags: Sequence[str] = FLAGS,
+) -> argparse.ArgumentParser:
+    """Add the ``stream`` subcommand's parser (the caller sets what runs it): ``flags`` of
+    ``model``, the job's or one composing it."""
     p = sub.add_parser(
         "stream",
         help="Run the Spark job: echoes -> windowed HDR histograms -> Prometheus.",
@@ -53,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # t
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--config", help="YAML file; its `stream:` section")
-    add_flags(p, StreamConfig, FLAGS)  # help, default and unit from the model
+    add_flags(p, model, flags)  # help, default and unit from the model
     return p
 
 
@@ -148,19 +151,24 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
         consumer.close()
 
 
-def stream_config(args: argparse.Namespace, model: type[C]) -> C:
-    """The validated ``model`` from the YAML file and flags, once the cluster has been checked."""
+def stream_config(
+    args: argparse.Namespace,
+    model: type[C],
+    flags: Sequence[str] = FLAGS,
+    checks: Sequence[Callable[[C], None]] = (),
+) -> C:
+    """The validated ``model`` from the YAML file and ``flags``, once ``checks`` have passed and
+    the cluster has been checked."""
     from core.config import ConfigError, build, section
-    from runtime.config_io import check_port_free, load_yaml
-    from runtime.webconfig import load_web_config
+    from runtime.config_io import load_yaml
 
     values = section(load_yaml(args.config), "stream")
-    flags = flag_values(args, FLAGS)
+    given = flag_values(args, flags)
     if not values.get("bootstrap") and not args.bootstrap:
         raise ConfigError("stream.bootstrap: required (--bootstrap or `stream: bootstrap:`)")
-    config = build(model, values, flags, prefix="stream")
-    check_port_free(config.metrics_host, config.metrics_port)  # before any connection
-    load_web_config(config.web_config_file)  # a bad file or certificate: exit 2, now
+    config = build(model, values, given, prefix="stream")
+    for check in checks:  # before any connection
+        check(config)
     check_directories(config)
     check_master(config.master)
     preflight(config)

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram, WindowSpec
 from streaming.counters import StreamCounters
-from streaming.histograms import STAT_PREFIX
+from streaming.state_keys import STAT_PREFIX
 from streaming.wire import decode
 
 

@@ -22,48 +22,26 @@ import pyarrow.compute as pc
 from core.echo import LATENCY_SPANS
 from core.hdr import HdrLayout
 from core.windows import WindowSpec, window_end_us
+from streaming import grouping
+from streaming.state_keys import (
+    HIST_KEYS,
+    KIND_CODES,
+    NO_LEADER,
+    PARTIAL_SCHEMA,
+    PROBE_PARTITION,
+    STAT_CODES,
+    SUBJECT_FIELDS,
+    UNKNOWN_LEADER,
+)
 from streaming.wire import encode
 
-#: Measured kinds and their codes: the state groups on small integers, not strings; labels are
-#: put back only on the few rows a closed window emits.
-KIND_CODES = {"e2e": 0, "publish": 1, "send_lag": 2, "hiccup": 3}
-#: Counted-not-measured row types (``rtype`` from the source) and their codes; ``system`` counts
-#: echoes by the system probed (its name in ``reason``), so one job serves every broker kind.
-STAT_CODES = {"late": 10, "bad": 11, "data_loss": 12, "system": 13}
-#: Partition code of the probe's own rows (hiccups): labelled ``all``.
-PROBE_PARTITION = -1
-#: Leader code of rows that have none (hiccups, counted-not-measured rows): no ``broker``.
-NO_LEADER = -2
-#: Leader code of an echo whose probe knew no leader when it sent (``-1`` in the echo).
-UNKNOWN_LEADER = -1
-
-#: What a value is about: its series (at the send-time leader) and kind, or a counter's reason.
-_SUBJECT_FIELDS = [
-    ("cluster", pa.string()),
-    ("topic", pa.string()),
-    ("partition", pa.int64()),
-    ("leader", pa.int64()),
-    ("kind", pa.int32()),
-    ("reason", pa.string()),
-]
-#: The key of a partial histogram: a state key of Spark's aggregation (finest windows only).
-HIST_KEYS = ("window_end_us", *(name for name, _ in _SUBJECT_FIELDS))
-#: What the reader hands Spark: one whole histogram (``streaming.wire``) per key.
-PARTIAL_SCHEMA = pa.schema(
-    [
-        ("window_end_us", pa.int64()),
-        *_SUBJECT_FIELDS,
-        ("hist", pa.binary()),
-        ("event_us", pa.int64()),
-    ]
-)
 #: A bucket's group inside the reader, before the histograms are encoded.
 GROUP_KEYS = (*HIST_KEYS, "bucket")
 #: The reader's bucket rows: one per group, count, lost, max and sum.
 BUCKET_SCHEMA = pa.schema(
     [
         ("window_end_us", pa.int64()),
-        *_SUBJECT_FIELDS,
+        *SUBJECT_FIELDS,
         ("bucket", pa.int64()),
         ("n", pa.int64()),
         ("lost", pa.int64()),
@@ -75,7 +53,7 @@ BUCKET_SCHEMA = pa.schema(
 #: One measured or counted value before grouping (``value_us`` is 0 for counted rows).
 _SAMPLE_SCHEMA = pa.schema(
     [
-        *_SUBJECT_FIELDS,
+        *SUBJECT_FIELDS,
         ("value_us", pa.int64()),
         ("lost", pa.int64()),
         ("n", pa.int64()),
@@ -155,13 +133,16 @@ def _echo_buckets(echoes: pa.Table, windows: WindowSpec, layout: HdrLayout) -> p
     window_end = window_end_us(event, windows.finest_us)
     leader = ints("leader", UNKNOWN_LEADER)
     kinds = len(_ECHO_KINDS)
-    limit = _dense_limit(rows * kinds)
-    cluster, topic = _codes(col("cluster")), _codes(col("topic"))
-    partition, leader_code = _column_codes(col("partition"), limit), _int_codes(leader, limit)
-    system = _codes(col("system"))
-    window = _int_codes(window_end // windows.finest_us, limit)
-    measured_subject = _key([cluster, topic, partition, leader_code])
-    system_subject = _key([cluster, topic, system])
+    limit = grouping.dense_limit(rows * kinds)
+    cluster, topic = grouping.codes(col("cluster")), grouping.codes(col("topic"))
+    partition, leader_code = (
+        grouping.column_codes(col("partition"), limit),
+        grouping.int_codes(leader, limit),
+    )
+    system = grouping.codes(col("system"))
+    window = grouping.int_codes(window_end // windows.finest_us, limit)
+    measured_subject = grouping.key([cluster, topic, partition, leader_code])
+    system_subject = grouping.key([cluster, topic, system])
     if measured_subject is None or system_subject is None:
         return _group(_finest(_samples(echoes), windows, layout))
     values, keep, lost_flags, subjects = [], [], [], []
@@ -225,7 +206,7 @@ def _echo_buckets(echoes: pa.Table, windows: WindowSpec, layout: HdrLayout) -> p
         key = key * kinds + kind_i
         key = key * subject_cards + subject
         key = key * radix[3] + bucket
-        order, first = _runs(key)
+        order, first = grouping.runs(key)
         lost_all = np.concatenate(lost_flags)[take]
         at = order[first]
         group_bucket = bucket[at]
@@ -256,17 +237,6 @@ def _echo_buckets(echoes: pa.Table, windows: WindowSpec, layout: HdrLayout) -> p
         **{name: pa.array(t) for (name, _), t in zip(_AGGREGATES, totals, strict=True)},
     }
     return pa.table([columns[f.name] for f in BUCKET_SCHEMA], schema=BUCKET_SCHEMA)
-
-
-#: Counting instead of sorting (``_dense_groups``) may allocate this many slots (one per possible
-#: group) per grouped element, plus ``DENSE_MIN_SLOTS``; past that (a backlog over many windows
-#: and series) a sort groups instead, so memory stays a few times the rows'.
-DENSE_SLOTS_PER_ELEMENT = 4
-DENSE_MIN_SLOTS = 1 << 16
-
-
-def _dense_limit(elements: int) -> int:
-    return DENSE_SLOTS_PER_ELEMENT * elements + DENSE_MIN_SLOTS
 
 
 class _Groups(NamedTuple):
@@ -316,83 +286,6 @@ def _most(group: np.ndarray, count: int, values: np.ndarray) -> np.ndarray:
     out = np.full(count, np.iinfo(np.int64).min, np.int64)
     np.maximum.at(out, group, values)
     return out
-
-
-def _int_codes(values: np.ndarray, limit: int) -> tuple[np.ndarray, int]:
-    """Codes of ints by offset from the least when their range is small (no hash, no sort),
-    dictionary codes otherwise."""
-    if len(values) == 0:
-        return np.zeros(0, np.int64), 1
-    low, high = int(values.min()), int(values.max())
-    if high - low < limit:
-        return np.asarray(values, np.int64) - low, high - low + 1
-    return _codes(pa.array(values))
-
-
-def _column_codes(column: pa.Array | pa.ChunkedArray, limit: int) -> tuple[np.ndarray, int]:
-    """``_int_codes`` of an integer column (nulls: one more code), ``_codes`` of any other."""
-    if not pa.types.is_integer(column.type):
-        return _codes(column)
-    values = np.asarray(pc.fill_null(column, 0).to_numpy(zero_copy_only=False), np.int64)
-    codes, cards = _int_codes(values, limit)
-    if column.null_count:
-        null = np.asarray(pc.is_null(column).to_numpy(zero_copy_only=False))
-        return np.where(null, cards, codes), cards + 1
-    return codes, cards
-
-
-def _key(parts: Sequence[tuple[np.ndarray, int]]) -> tuple[np.ndarray, int] | None:
-    """One code for several, numbered 0..distinct-1 in mixed-radix order (None past 2**62)."""
-    key, cards = parts[0]
-    for codes, card in parts[1:]:
-        if cards * max(card, 1) >= 2**62:
-            return None
-        key, cards = key * max(card, 1) + codes, cards * max(card, 1)
-        if cards > len(key):
-            key, cards = _compact(key, cards)
-    return _compact(key, cards)
-
-
-def _compact(code: np.ndarray, cards: int) -> tuple[np.ndarray, int]:
-    """Codes renumbered 0..distinct-1, their order kept: counted when few, else sorted."""
-    if cards <= _dense_limit(len(code)):
-        used = np.bincount(code, minlength=cards) > 0
-        rank = np.cumsum(used) - 1
-        return rank[code], int(rank[-1]) + 1 if cards else 0
-    unique, inverse = np.unique(code, return_inverse=True)
-    return np.asarray(inverse, np.int64).reshape(-1), len(unique)
-
-
-def _codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
-    """A dense code per row (nulls get their own) and how many distinct values there are.
-
-    A column with one value in every row (a probe's cluster, topic, system) is found by one
-    compare, not a hash per row."""
-    if len(column) and column.null_count == 0 and pc.all(pc.equal(column, column[0])).as_py():
-        return np.zeros(len(column), np.int64), 1
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    enc = pc.dictionary_encode(column, null_encoding="encode")
-    return np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64), len(enc.dictionary)
-
-
-def _radix(parts: Sequence[tuple[np.ndarray, int]]) -> tuple[np.ndarray, int] | None:
-    """One code for several: mixed radix over their cardinalities (None past 2**62)."""
-    key, cards = np.zeros(len(parts[0][0]), np.int64), 1
-    for codes, card in parts:
-        cards *= max(card, 1)
-        if cards >= 2**62:
-            return None
-        key = key * max(card, 1) + codes
-    return key, cards
-
-
-def _runs(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The order that sorts ``key`` and where each run of equal keys starts in it."""
-    order = np.argsort(key, kind="stable")
-    sorted_key = key[order]
-    first = np.flatnonzero(np.concatenate(([True], sorted_key[1:] != sorted_key[:-1])))
-    return order, first
 
 
 #: Marked rows a reader gathers before combining them: the more echoes per combine, the fewer
@@ -453,11 +346,11 @@ def histograms(buckets: pa.Table) -> pa.Table:
     come several times in a key (the chunks' bucket rows, concatenated): its counts are added.
     Grouped by counting (``_dense_groups``), which yields the buckets in order: no sort."""
     rows = buckets.num_rows
-    limit = _dense_limit(rows)
+    limit = grouping.dense_limit(rows)
     nulls = any(buckets.column(c).null_count for c in ("bucket", *(c for c, _ in _AGGREGATES)))
     key = None
     if rows and not nulls:
-        key = _key([_column_codes(buckets.column(k), limit) for k in HIST_KEYS])
+        key = grouping.key([grouping.column_codes(buckets.column(k), limit) for k in HIST_KEYS])
     bucket = _int64(buckets, "bucket")
     groups = _dense_groups(key[0], key[1], bucket, limit) if key is not None else None
     if key is None or groups is None:
@@ -483,7 +376,11 @@ def histograms(buckets: pa.Table) -> pa.Table:
 
 def _sorted_histograms(buckets: pa.Table) -> pa.Table:
     """``histograms`` of grouped bucket rows (no bucket twice in a key) by sorting."""
-    key = _radix([_codes(buckets.column(k)) for k in HIST_KEYS]) if buckets.num_rows else None
+    key = (
+        grouping.radix([grouping.codes(buckets.column(k)) for k in HIST_KEYS])
+        if buckets.num_rows
+        else None
+    )
     if key is None:
         return _arrow_histograms(buckets)
     bucket = _int64(buckets, "bucket")
@@ -551,10 +448,10 @@ def _group(table: pa.Table) -> pa.Table:
     """One row per group key, counts summed and maxima kept (numpy: one int64 key, a sort)."""
     if table.num_rows == 0:
         return _arrow_group(table)
-    key = _radix([_codes(table.column(k)) for k in GROUP_KEYS])
+    key = grouping.radix([grouping.codes(table.column(k)) for k in GROUP_KEYS])
     if key is None or any(table.column(c).null_count for c, _ in _AGGREGATES):
         return _arrow_group(table)
-    order, first = _runs(key[0])
+    order, first = grouping.runs(key[0])
     out = table.select(list(GROUP_KEYS)).take(pa.array(order[first]))
     for name, fn in _AGGREGATES:
         reduce = np.add if fn == "sum" else np.maximum

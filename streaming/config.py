@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from pydantic import PrivateAttr, field_validator, model_validator
 
-from core.config import kafka_bootstrap, kafka_topic_name, tcp_port
+from core.config import kafka_bootstrap, kafka_topic_name
+from core.echo import DEFAULT_ECHO_TOPIC
 from core.hdr import HdrLayout, LayoutError
 from core.kafka_conf import StreamKafka
 from core.settings import SeriesCapConfig, seconds_fields, setting
@@ -34,7 +35,7 @@ class StreamConfig(SeriesCapConfig):
     """
 
     bootstrap: str = setting(help="Kafka bootstrap servers of the echo topic")
-    echo_topic: str = setting("nines.echoes", help="echo topic")
+    echo_topic: str = setting(DEFAULT_ECHO_TOPIC, help="echo topic")
     windows: tuple[str, ...] = setting(
         DEFAULT_WINDOWS.names, help="resolutions, finest first multiple"
     )
@@ -87,12 +88,6 @@ class StreamConfig(SeriesCapConfig):
         return size
 
     # -- end archive lifecycle --
-    metrics_host: str = setting("127.0.0.1", help="exporter address")
-    metrics_port: int = setting(9464, help="exporter port", note="0 = any")
-    #: exporter-toolkit web config for /metrics (TLS, basic auth); None: plain HTTP
-    web_config_file: str | None = setting(
-        None, help="TLS and basic auth for /metrics, in Prometheus exporter-toolkit's format"
-    )
     trigger: float = setting(5.0, unit="duration", help="micro-batch interval")
     starting_offsets: Literal["latest", "earliest"] = setting(
         "latest", choices=True, help="where a first start begins"
@@ -176,11 +171,6 @@ class StreamConfig(SeriesCapConfig):
         except LayoutError as exc:
             raise ValueError(exc.reason) from None
         return v
-
-    @field_validator("metrics_port")
-    @classmethod
-    def _port(cls, v: int) -> int:
-        return tcp_port(v, zero="= any free port")
 
     @model_validator(mode="after")
     def _build(self) -> StreamConfig:

@@ -174,18 +174,14 @@ def consume_ranges(
         got = Fetched()
         finished = []
         values, partitions, stamps = got.values, got.partitions, got.kafka_us
-        offset, end = book.offset, book.end
+        next_record = book.next_record
         for m in msgs:
             if m.error():
                 if m.error().code() != KafkaError._PARTITION_EOF:
                     raise RuntimeError(f"kafka: {m.error().str()}")
                 continue
             p, o = m.partition(), m.offset()
-            if o == offset.get(p) and o + 1 < end[p]:
-                # the next record of an open range, not its last: the book's bookkeeping
-                # inline (a v1 echo is one message: ~0.8 µs an echo went to this loop)
-                offset[p] = o + 1
-            else:
+            if not next_record(p, o):  # not simply the next record of an open range
                 if not book.wants(p, o):  # done, or already read (re-assign)
                     continue
                 gap, inside = book.arrive(p, o)

@@ -17,18 +17,17 @@ from pyspark.sql import functions as F
 
 from core.windows import UNKNOWN_BROKER, WindowSpec
 from streaming.aggregator_jar import FUNCTION
-from streaming.combine import (
-    KIND_CODES,
+from streaming.state_keys import (
+    FIRST_STAT_CODE,
     NO_LEADER,
     PROBE_PARTITION,
-    STAT_CODES,
+    SUBJECT,
     UNKNOWN_LEADER,
+    kind_labels,
 )
 
 #: The aggregate that merges histograms (registered by ``streaming.aggregator_jar``).
 MERGE_FUNCTION = FUNCTION
-#: Kinds of the counted-not-measured rows (late, bad by reason, vanished offsets).
-STAT_PREFIX = "stat:"
 
 
 def windowed_histograms(rows: DataFrame, windows: WindowSpec, watermark_ms: int) -> DataFrame:
@@ -42,7 +41,7 @@ def windowed_histograms(rows: DataFrame, windows: WindowSpec, watermark_ms: int)
     windows, kept in Spark's checkpointed state, never read from echoes. Emitted rows get their
     string labels back (resolution, partition, broker, kind) for the sink.
     """
-    subject = ["cluster", "topic", "partition", "leader", "kind", "reason"]
+    subject = list(SUBJECT)
     merge = F.call_function(MERGE_FUNCTION, F.col("hist")).alias("hist")
     finest = (
         rows.withColumn("window_end", _event_time(F.col("window_end_us"), watermark_ms))
@@ -51,7 +50,7 @@ def windowed_histograms(rows: DataFrame, windows: WindowSpec, watermark_ms: int)
     )
     finest_us = windows.finest_us
     end_us = F.unix_micros(F.col("window_end"))
-    measured = F.col("kind") < F.lit(min(STAT_CODES.values()))
+    measured = F.col("kind") < F.lit(FIRST_STAT_CODE)
     targets = F.array(
         *[
             F.struct(
@@ -108,9 +107,6 @@ def _label(code: Column, labels: dict[int, str]) -> Column:
 
 
 def _kind_label(code: Column, reason: Column) -> Column:
-    stat = {c: f"{STAT_PREFIX}{r}" for r, c in STAT_CODES.items()}
-    label = _label(code, {c: k for k, c in KIND_CODES.items()} | stat)
+    label = _label(code, kind_labels())
     with_reason = F.concat(label, F.lit(":"), reason)
-    return F.when((code >= min(STAT_CODES.values())) & reason.isNotNull(), with_reason).otherwise(
-        label
-    )
+    return F.when((code >= FIRST_STAT_CODE) & reason.isNotNull(), with_reason).otherwise(label)

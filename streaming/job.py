@@ -68,7 +68,7 @@ NO_CODEGEN = {
 STOP_GRACE_S = 20.0
 
 BatchCallback = Callable[[int, list[WindowHistogram], StreamCounters], None]
-#: spark → a streaming DataFrame of partial histograms (``streaming.combine.PARTIAL_SCHEMA``).
+#: spark → a streaming DataFrame of partial histograms (``streaming.state_keys.PARTIAL_SCHEMA``).
 SourceFactory = Callable[[Any], Any]
 
 

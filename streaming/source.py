@@ -36,13 +36,14 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from streaming import admission
-from streaming.combine import PARTIAL_SCHEMA, Combiner
+from streaming.combine import Combiner
 from streaming.consume import Fetched, consume_ranges, log_ends, open_consumer, watermarks
-from streaming.gaps import Gap, KafkaRange, data_loss_row
-from streaming.marks import mark_late
+from streaming.gaps import Gap, KafkaRange
+from streaming.marks import data_loss_row, mark_future, mark_late
 from streaming.offset_log import batch_watermark_us, planned_batch_id
 from streaming.options import decode_options
-from streaming.parse import mark_future, parse_messages
+from streaming.parse import parse_messages
+from streaming.state_keys import PARTIAL_SCHEMA
 
 
 def spark_schema() -> Any:

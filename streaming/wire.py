@@ -2,11 +2,30 @@
 
 One row per (window, series, kind) carries a whole sparse histogram, so Spark's work and state
 grow with windows × series × kinds, not with distinct HDR buckets (2.8 partial rows per echo
-with one row per bucket, 12 series, 10s/1m/1h, measured). Format ``FORMAT`` (little-endian, the
-same as ``jvm/aggregator``'s ``HistogramMerge``, which merges them in the state): a format byte,
-int64 lost, int64 max_us, int64 sum_us, then (int32 bucket, int64 count) entries in ascending
-bucket order, no bucket twice. Encoding is vectorised (no Python loop per histogram); decoding
-runs only on closed windows.
+with one row per bucket, 12 series, 10s/1m/1h, measured). Encoding is vectorised (no Python loop
+per histogram); decoding runs only on closed windows.
+
+The state histogram encoding, format 1 (``FORMAT``): the one specification of it.
+``encode``/``decode`` here and ``jvm/aggregator``'s ``HistogramMerge`` (which merges them in
+Spark's state) follow it; tests/integration/streaming/test_histogram_merge_jvm.py feeds
+``encode``'s bytes to the Java merge and reads its bytes back with ``decode``.
+
+==========  ======  =====================================================================
+offset      type    field
+==========  ======  =====================================================================
+0           uint8   format: 1 (any other is another release's state: refused, never read)
+1           int64   lost: messages lost in the window
+9           int64   max_us: the exact max (the merge keeps the larger)
+17          int64   sum_us: the sum of the values (the merge adds)
+25 + 12 i   int32   bucket of entry ``i``: an HDR bucket index (``core.hdr.HdrLayout``)
+29 + 12 i   int64   count of entry ``i``
+==========  ======  =====================================================================
+
+All little-endian, entries in ascending bucket order, no bucket twice, the length exactly
+``25 + 12 n``. A merge adds lost, sum and the counts of equal buckets and keeps the larger max,
+so the same histograms merge to the same bytes in any order (a replayed batch builds the same
+state). An empty histogram is the 25-byte header with zeros. A change of any of this is a new
+``FORMAT`` here and in ``HistogramMerge``, and a new ``streaming.state_format.STATE_FORMAT``.
 """
 
 from __future__ import annotations

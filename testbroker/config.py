@@ -8,9 +8,10 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from core.config import StageConfig
+from core.echo import DEFAULT_ECHO_TOPIC
 
 PROBE_TOPIC = "nines.probe"
-ECHO_TOPIC = "nines.echoes"
+ECHO_TOPIC = DEFAULT_ECHO_TOPIC
 ECHO_PARTITIONS = 2
 MAX_BROKERS = 64
 MAX_PARTITIONS = 1024

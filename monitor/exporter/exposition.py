@@ -44,7 +44,6 @@ from core import promproto
 from core.windows import ALL_PARTITIONS, SeriesKey
 from monitor.exporter.native import ZERO_THRESHOLD_S, NativeBuckets
 from monitor.exporter.table import ABSENT, series_key
-from streaming.counters import StreamCounters
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -123,6 +122,9 @@ NATIVE_HELP = (
     "histogram (HDR buckets re-binned; protobuf scrapes only, text shows count and sum)."
 )
 
+#: Counter (a ``StreamCounters`` field) → its values by what they concern, as the exporter keeps
+#: them: its own copy, never the job's type.
+CounterValues = Mapping[str, Mapping[Any, int]]
 #: StreamCounters field → (counter family, help, labels), in exposition order; every field of
 #: ``COUNTER_FIELDS`` has one (a unit test holds them together).
 COUNTER_FAMILIES: dict[str, tuple[str, str, list[str]]] = {
@@ -551,11 +553,11 @@ def _counter_order(key: Any) -> Any:
     return series_key(key) if isinstance(key, SeriesKey) else key
 
 
-def counter_families(counters: StreamCounters) -> Iterable[Any]:
-    """One counter family per StreamCounters field (cumulative since the exporter started)."""
+def counter_families(counters: CounterValues) -> Iterable[Any]:
+    """One counter family per counter (cumulative since the exporter started)."""
     for attr, (name, doc, labels) in COUNTER_FAMILIES.items():
         fam = CounterMetricFamily(name, doc, labels=labels)
-        values: Mapping[Any, int] = getattr(counters, attr)
+        values = counters[attr]
         for k in sorted(values, key=_counter_order):
             fam.add_metric(list(_label_values(k)), values[k])
         yield fam
@@ -599,26 +601,26 @@ class CounterOrder:
         return got[1], got[2]
 
 
-def counter_text(counters: StreamCounters, order: CounterOrder | None = None) -> bytes:
+def counter_text(counters: CounterValues, order: CounterOrder | None = None) -> bytes:
     """``counter_families`` as ``generate_latest`` writes them, by hand: at 10,000 partitions its
     label checks took 0.2 s per scrape for the 20,000 echo and loss counters."""
     order = order or CounterOrder()
     out = []
     for attr, (name, doc, _) in COUNTER_FAMILIES.items():
         out.append(f"# HELP {name}_total {doc}\n# TYPE {name}_total counter\n".encode())
-        values: Mapping[Any, int] = getattr(counters, attr)
+        values = counters[attr]
         keys, heads = order(attr, values, "text")
         counts = np.array([values[k] for k in keys], dtype=np.float64)
         out.append(_interleave(heads, go_texts(counts)))
     return b"".join(out)
 
 
-def counter_pb(counters: StreamCounters, order: CounterOrder | None = None) -> list[bytes]:
+def counter_pb(counters: CounterValues, order: CounterOrder | None = None) -> list[bytes]:
     """``counter_text`` as delimited MetricFamily messages."""
     order = order or CounterOrder()
     out: list[bytes] = []
     for attr, (name, doc, _) in COUNTER_FAMILIES.items():
-        values: Mapping[Any, int] = getattr(counters, attr)
+        values = counters[attr]
         keys, heads = order(attr, values, "protobuf")
         counts = np.array([values[k] for k in keys], dtype=np.float64)
         metrics = [_interleave(heads, pb_doubles(counts))]

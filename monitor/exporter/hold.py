@@ -81,8 +81,3 @@ class PeakHold(Generic[K]):
     def drop(self, key: K) -> None:
         """Forget a key (its series left)."""
         self._held.pop(key, None)
-
-    def sizes(self) -> tuple[int, int, int]:
-        """Keys held, the most entries of one key, and expiries scheduled (for bounds tests)."""
-        most = max((len(h) for h in self._held.values()), default=0)
-        return len(self._held), most, len(self._due)

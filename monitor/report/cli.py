@@ -120,7 +120,7 @@ def _time_us(text: str | None, field: str) -> int | None:
 def run_report(args: argparse.Namespace) -> int:
     """Merge the selected archived windows and plot them."""
     from monitor.report.plot import write_html, write_plot
-    from streaming.archive import export_hlog
+    from streaming.archive_read import export_hlog
 
     out = Path(args.out)
     if out.suffix not in (".png", ".html"):

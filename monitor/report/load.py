@@ -1,6 +1,6 @@
 """What a report reads from the histogram archive: the resolution, the windows, the bad files.
 
-Files are chosen by path before any is opened (``streaming.archive.scan_windows``). A file that
+Files are chosen by path before any is opened (``streaming.archive_read.scan_windows``). A file that
 cannot be read, has another schema or holds an inconsistent histogram stops the command with
 one line naming it, unless the user passes ``--skip-bad``: then it is left out whole, named in a
 warning, and counted on the output itself (docs/configuration.md, "Bad archive files").
@@ -16,7 +16,8 @@ from core.config import ConfigError
 from core.printable import printable
 from core.units import parse_duration_s
 from core.windows import WindowHistogram, WindowSpec
-from streaming.archive import ArchiveError, scan_windows
+from streaming.archive_files import ArchiveError
+from streaming.archive_read import scan_windows
 
 SKIP_HINT = "move it away, or pass --skip-bad to leave it out with a warning"
 

@@ -26,8 +26,8 @@ from e2e_servers import (
 from kafka_cluster import producer
 
 from core.echo import Echo, encode_record
-from streaming.archive import read_windows
 from testbroker import EmbeddedBroker
+from testkit.archive import read_windows
 
 pytestmark = pytest.mark.slow
 

@@ -26,8 +26,8 @@ from core import promproto
 from core.hdr import SparseHistogram
 from monitor.exporter.exposition import NATIVE
 from monitor.exporter.native import bucket_width
-from streaming.archive import read_windows
 from testbroker import EmbeddedBroker
+from testkit.archive import read_windows
 from testkit.promproto_decode import families
 
 pytestmark = pytest.mark.slow

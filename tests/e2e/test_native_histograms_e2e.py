@@ -24,6 +24,7 @@ from monitor.exporter import LatencyExporter
 from monitor.exporter.exposition import NATIVE
 from monitor.exporter.native import bucket_width
 from probes.metrics import serve
+from testkit.exporter import protobuf_body, text_body
 from testkit.promproto_decode import families
 
 NATIVE_FLAG = "--enable-feature=native-histograms"
@@ -128,7 +129,7 @@ def test_prometheus_reads_every_sample_and_the_native_histogram(tmp_path: Path) 
         # family is a histogram sample there (its text form is only +Inf, count and sum)
         stream_text = {
             k: v
-            for k, v in text_samples(exp.exposition()).items()
+            for k, v in text_samples(text_body(exp)).items()
             if NATIVE not in dict(k)["__name__"]
         }
         assert prometheus_samples(prom, "stream") == stream_text
@@ -154,7 +155,7 @@ def test_prometheus_reads_every_sample_and_the_native_histogram(tmp_path: Path) 
         assert len(h["buckets"]) > 20  # sparse buckets, not one classic +Inf
         (schema,) = {
             m["histogram"]["schema"]
-            for f in families(exp.exposition_protobuf())
+            for f in families(protobuf_body(exp))
             if f["name"] == NATIVE
             for m in f["metric"]
         }

@@ -23,12 +23,11 @@ HEADER = "| key | flag | default | meaning |"
 
 def tables() -> dict[str, tuple[Any, tuple[str, ...]]]:
     """Section → (the model its YAML section is validated by, the fields that are flags)."""
-    from monitor.pipeline import PipelineConfig
+    from monitor.pipeline import PipelineConfig, flags
     from probes.cli import FLAGS as PROBE_FLAGS
     from probes.config import ProbeConfig
-    from streaming.cli import FLAGS as STREAM_FLAGS
 
-    return {"probe": (ProbeConfig, PROBE_FLAGS), "stream": (PipelineConfig, STREAM_FLAGS)}
+    return {"probe": (ProbeConfig, PROBE_FLAGS), "stream": (PipelineConfig, flags())}
 
 
 def _is_text(annotation: Any) -> bool:

@@ -15,10 +15,9 @@ import pytest
 
 from core.config import StageConfig
 from core.settings import add_flags, default_text, flag, flag_values, setting
+from monitor.pipeline import PipelineConfig, flags
 from probes.cli import FLAGS as PROBE_FLAGS
 from probes.config import ProbeConfig
-from streaming.cli import FLAGS as STREAM_FLAGS
-from streaming.config import StreamConfig
 
 #: The flags users' scripts rely on (a rename is a breaking change: CHANGELOG.md).
 PUBLISHED = {
@@ -30,7 +29,7 @@ PUBLISHED = {
     "--echo-format --metrics-host --web-config-file --metrics-port --manage-topic --rebalance "
     "--summary-file",
 }
-MODELS = {"stream": (StreamConfig, STREAM_FLAGS), "probe": (ProbeConfig, PROBE_FLAGS)}
+MODELS = {"stream": (PipelineConfig, flags()), "probe": (ProbeConfig, PROBE_FLAGS)}
 
 
 def help_text(command: str) -> str:

@@ -23,7 +23,6 @@ def job_config(bootstrap: str, topic: str, **overrides: Any) -> StreamConfig:
         "watermark": "1s",
         "trigger": "500ms",
         "starting_offsets": "earliest",
-        "metrics_port": 0,
         "master": "local[2]",
         "shuffle_partitions": 2,
         **overrides,

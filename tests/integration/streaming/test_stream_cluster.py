@@ -20,7 +20,7 @@ from kafka_cluster import producer, unique_topic
 from bench.spark_cluster import StandaloneCluster, loopback_env
 from core.echo import Echo, encode_record
 from core.hdr import HdrLayout, SparseHistogram
-from streaming.archive import read_windows
+from testkit.archive import read_windows
 
 LAYOUT = HdrLayout()
 RATE = 50  # echoes per second per partition

@@ -20,8 +20,8 @@ from kafka_cluster import producer
 from probe_runs import records_of
 
 from core.echo import Echo, encode_record
-from streaming.archive import read_windows
 from testbroker import EmbeddedBroker
+from testkit.archive import read_windows
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -13,7 +13,7 @@ from typing import Any
 from kafka_cluster import producer, unique_topic
 
 from core.echo import Echo, encode_record
-from streaming.archive import read_windows
+from testkit.archive import read_windows
 
 
 def stream(bootstrap: str, topic: str, tmp: Path) -> subprocess.Popen[bytes]:

@@ -22,8 +22,8 @@ from kafka_cluster import producer, unique_topic
 from stream_jobs import Collector, job_config
 
 from core.echo import Echo, encode_record
-from streaming.archive import read_windows
 from streaming.job import StreamJob
+from testkit.archive import read_windows
 
 ROOT = Path(__file__).resolve().parents[3]
 #: What must never follow a signal in the job's log.

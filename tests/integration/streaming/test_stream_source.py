@@ -255,7 +255,8 @@ def test_slices_balance_records_and_keep_every_range() -> None:
 def test_read_hands_spark_the_combined_partials_of_the_marked_rows(broker: Any) -> None:
     """What Spark receives is the combiner's output over exactly the rows the reader marked."""
     from core.hdr import HdrLayout
-    from streaming.combine import PARTIAL_SCHEMA, combine, histograms
+    from streaming.combine import combine, histograms
+    from streaming.state_keys import PARTIAL_SCHEMA
     from streaming.wire import decode
 
     topic = unique_topic(broker, 1)

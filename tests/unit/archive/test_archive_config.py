@@ -74,7 +74,8 @@ def test_the_sink_archives_through_one_writer_with_the_settings(
     job = job_module.StreamJob(config, spark=object())
     for b in batches:
         job._sink(Batch(b), b)
-    from streaming.archive import hour_dir, read_windows
+    from streaming.archive_files import hour_dir
+    from testkit.archive import read_windows
 
     first, second = hour_dir(tmp_path, "10s", t0), hour_dir(tmp_path, "10s", t0 + hour)
     assert [p.name for p in first.iterdir()] == ["compact-000000000-000000359.parquet"]

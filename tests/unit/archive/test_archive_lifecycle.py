@@ -16,16 +16,11 @@ import pytest
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram
 from streaming import archive as arc
-from streaming.archive import (
-    ArchiveError,
-    ArchiveWriter,
-    compact_dir,
-    prune,
-    read_windows,
-    scan_windows,
-    select_files,
-    write_windows,
-)
+from streaming import archive_read
+from streaming.archive import ArchiveWriter, compact_dir, prune, write_windows
+from streaming.archive_files import ArchiveError, hour_dir, select_files
+from streaming.archive_read import scan_windows
+from testkit.archive import read_windows
 
 LAYOUT = HdrLayout()
 HOUR = 3_600_000_000
@@ -64,11 +59,11 @@ def test_rows_land_in_hour_partitions_and_reads_choose_them_by_path(tmp_path: Pa
         write_windows(tmp_path, b, batch(b, per_batch=2))
     hours = sorted({p.parent.name for p in tmp_path.rglob("*.parquet")})
     assert hours == [
-        arc.hour_dir(tmp_path, "10s", T0).name,
-        arc.hour_dir(tmp_path, "10s", T0 + HOUR).name,
+        hour_dir(tmp_path, "10s", T0).name,
+        hour_dir(tmp_path, "10s", T0 + HOUR).name,
     ]
     # a corrupt file in the second hour is never opened by a read of the first
-    second = arc.hour_dir(tmp_path, "10s", T0 + HOUR)
+    second = hour_dir(tmp_path, "10s", T0 + HOUR)
     (second / "batch-999999999.parquet").write_bytes(b"garbage")
     first = read_windows(tmp_path, "10s", T0, T0 + HOUR)
     assert len(first) == 360 * 2 and all(w.window_start_us < T0 + HOUR for w in first)
@@ -86,8 +81,8 @@ def test_writer_compacts_closed_hours_and_reads_every_window_once(tmp_path: Path
         ws = batch(b)
         written += ws
         writer.write(b, ws, now_s=T0 / 1e6)
-    h0 = arc.hour_dir(tmp_path, "10s", T0)
-    h1 = arc.hour_dir(tmp_path, "10s", T0 + HOUR)
+    h0 = hour_dir(tmp_path, "10s", T0)
+    h1 = hour_dir(tmp_path, "10s", T0 + HOUR)
     assert [p.name for p in h0.iterdir()] == ["compact-000000000-000000359.parquet"]
     assert len(list(h1.iterdir())) == 40  # still open: one file per batch
     back = read_windows(tmp_path)
@@ -99,7 +94,7 @@ def test_a_crash_between_the_compacted_file_and_removing_inputs_reads_once(
 ) -> None:
     for b in range(30):
         write_windows(tmp_path, b, batch(b))
-    h0 = arc.hour_dir(tmp_path, "10s", T0)
+    h0 = hour_dir(tmp_path, "10s", T0)
     saved = tmp_path.parent / "saved"
     shutil.copytree(h0, saved)
     expected = sorted(map(key, read_windows(tmp_path)))
@@ -126,7 +121,7 @@ def test_a_crash_while_writing_the_compacted_file_leaves_the_inputs(
     for b in range(10):
         write_windows(tmp_path, b, batch(b))
     expected = sorted(map(key, read_windows(tmp_path)))
-    h0 = arc.hour_dir(tmp_path, "10s", T0)
+    h0 = hour_dir(tmp_path, "10s", T0)
 
     def die(*_a: object) -> None:
         raise OSError(28, "No space left on device")
@@ -147,8 +142,8 @@ def test_a_read_racing_a_compaction_plans_again(
     for b in range(10):
         write_windows(tmp_path, b, batch(b))
     expected = sorted(map(key, read_windows(tmp_path)))
-    h0 = arc.hour_dir(tmp_path, "10s", T0)
-    real = arc._rows
+    h0 = hour_dir(tmp_path, "10s", T0)
+    real = archive_read.file_windows
     calls = Counter[str]()
 
     def compacting_first(path: Path, *a: object) -> list[WindowHistogram]:
@@ -157,7 +152,7 @@ def test_a_read_racing_a_compaction_plans_again(
             compact_dir(h0)
         return real(path, *a)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(arc, "_rows", compacting_first)
+    monkeypatch.setattr(archive_read, "file_windows", compacting_first)
     assert sorted(map(key, read_windows(tmp_path))) == expected
 
 
@@ -257,7 +252,7 @@ def test_prune_by_size_removes_the_oldest_whole_dates_never_today(tmp_path: Path
 def test_compaction_leaves_files_it_did_not_write(tmp_path: Path) -> None:
     for b in range(3):
         write_windows(tmp_path, b, batch(b))
-    h0 = arc.hour_dir(tmp_path, "10s", T0)
+    h0 = hour_dir(tmp_path, "10s", T0)
     (h0 / "notes.parquet").write_bytes(b"someone else's")
     (h0 / "README").write_text("hands off\n")
     compact_dir(h0)

@@ -11,7 +11,9 @@ from hdrh.log import HistogramLogReader
 from core.hdr import HdrLayout, SparseHistogram
 from core.hdr_codec import to_hdrh
 from core.windows import SeriesKey, WindowHistogram, with_rollups, with_topic_rollups
-from streaming.archive import export_hlog, read_windows, write_windows
+from streaming.archive import write_windows
+from streaming.archive_read import export_hlog
+from testkit.archive import read_windows
 
 LAYOUT = HdrLayout()
 T0 = 1_795_000_000_000_000

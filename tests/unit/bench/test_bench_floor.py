@@ -6,7 +6,8 @@ from pathlib import Path
 from unittest.mock import patch
 
 from bench.floor import ENGINES, SETTINGS, run_key, summarise
-from bench.report import floor_section, headline_floor, render
+from bench.report import render
+from bench.report_probe import floor_section, headline_floor
 from bench.run import PARTS, RUNNERS
 from core.echo import Echo, encode_record
 

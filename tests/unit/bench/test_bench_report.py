@@ -4,16 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.report import (
-    fmt_error,
-    fmt_seconds,
-    headline_soak,
-    health_section,
-    probe_section,
-    render,
-    soak_section,
-    summarise_probe,
-)
+from bench.report import render
+from bench.report_format import fmt_error, fmt_seconds
+from bench.report_health import health_section
+from bench.report_probe import headline_soak, probe_section, soak_section, summarise_probe
 
 FIXTURE = {
     "accuracy": {
@@ -319,7 +313,7 @@ def test_compare_section_is_the_four_system_table_from_the_json(tmp_path: Path) 
 
 
 def test_the_scrape_budget_holds_for_both_formats_or_is_not_met() -> None:
-    from bench.report import headline_scrape, scrape_section
+    from bench.report_scrape import headline_scrape, scrape_section
 
     text_only = {"series": 10_000, "windows": 90_180, "topics": 20, "rate_per_s": 100,
                  "scrapes": 5, "kind_series": 30_060, "bytes_per_kind_series": 2_200,

@@ -74,7 +74,10 @@ def test_stages_section_and_cost_model_come_from_the_json() -> None:
              "job_peak_rss_mib": 2300, "load_avg_1m_end": 9.0}  # fmt: skip
     cost = cost_model_section(scale, e2e, stages, state)
     assert cost.startswith(COST_TITLE)
-    assert "**300,000 echoes/s** (5 batches; load 5.0) | ≥ 1,000,000/s **not met**" in cost
+    assert (
+        "**300,000 echoes/s** (5 batches; load 5.0) | v2 ≥ 1,000,000/s on local[2] **not met**"
+        in (cost)
+    )
     assert "| local[2] / local[1] end to end, kafka v2 | 1.2× | ≥ 1.8× **not met** |" in cost
     assert "30,104 state rows, 8.0 MiB state memory, job peak RSS 2,300 MiB" in cost
     assert "| live: 1,000 echoes/s, trigger 5.0 s | 0.2 of a core" in cost

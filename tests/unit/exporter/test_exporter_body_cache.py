@@ -1,4 +1,4 @@
-"""A scrape never holds up a micro-batch for a render: an unchanged body is one ``bytes`` object
+"""A scrape never holds up a micro-batch for a render: an unchanged body is one tuple of parts
 (rendered and compressed once however many scrapers ask), and a body is joined outside the lock
 that ``update`` takes, so a micro-batch goes on while a scrape renders."""
 
@@ -12,6 +12,7 @@ import pytest
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram
 from monitor.exporter import LatencyExporter, exposition
+from testkit.exporter import text_body
 
 LAYOUT = HdrLayout()
 
@@ -37,16 +38,16 @@ def max_line(body: bytes, partition: str = "0") -> str:
 def test_an_unchanged_body_is_the_same_object_and_every_change_renders_anew() -> None:
     exp = LatencyExporter()
     exp.update([window(5_000)])
-    first = exp.exposition()
-    assert exp.exposition() is first
+    first = exp.exposition_parts()  # what the server sends
+    assert exp.exposition_parts() is first
     exp.set_pipeline_health(0.5, 100.0, 1.0, 10)
-    second = exp.exposition()
+    second = exp.exposition_parts()
     assert second != first
     exp.update([window(7_000, start_s=10)])
-    third = exp.exposition()
-    assert third is not second and "0.007" in max_line(third)
+    third = exp.exposition_parts()
+    assert third is not second and "0.007" in max_line(b"".join(third))
     exp.scraped("10.0.0.1")  # a scrape that is no gap changes nothing a scraper sees
-    assert exp.exposition() is third
+    assert exp.exposition_parts() is third
 
 
 def test_a_micro_batch_goes_on_while_a_scrape_joins_its_body(
@@ -64,7 +65,7 @@ def test_a_micro_batch_goes_on_while_a_scrape_joins_its_body(
 
     monkeypatch.setattr(exposition, "body", slow_body)
     got: list[bytes] = []
-    scrape = threading.Thread(target=lambda: got.append(exp.exposition()))
+    scrape = threading.Thread(target=lambda: got.append(text_body(exp)))
     scrape.start()
     assert joining.wait(5)
     start = time.monotonic()
@@ -76,5 +77,5 @@ def test_a_micro_batch_goes_on_while_a_scrape_joins_its_body(
     assert took < 1.0, f"the micro-batch waited {took:.2f} s for a render"
     assert "0.005" in max_line(got[0])  # the scrape's body: the state it copied
     monkeypatch.setattr(exposition, "body", real)
-    fresh = exp.exposition()  # the windows that changed meanwhile are joined again, not stale
+    fresh = text_body(exp)  # the windows that changed meanwhile are joined again, not stale
     assert all("0.009" in max_line(fresh, str(p)) for p in range(50))

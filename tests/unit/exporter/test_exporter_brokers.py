@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram, with_rollups
 from monitor.exporter import ExporterConfig, LatencyExporter
+from testkit.exporter import text_body
 
 LAYOUT = HdrLayout()
 
@@ -45,7 +46,7 @@ def test_broker_families_beside_unchanged_partition_series() -> None:
             ]
         )
     )
-    body = exp.exposition()
+    body = text_body(exp)
     s = samples(body)
     mx = {x.labels["broker"]: x.value for x in s["nines_broker_latency_max_seconds"]}
     assert mx == {"1": 0.001, "2": 0.002, "3": 0.9}
@@ -76,7 +77,7 @@ def test_broker_families_beside_unchanged_partition_series() -> None:
 def test_broker_series_count_against_the_cap_and_leave_after_the_ttl() -> None:
     exp = LatencyExporter(ExporterConfig(max_series=4, series_ttl_windows=2))
     exp.update(with_rollups([cell("0", "1", [1_000]), cell("1", "2", [1_000])]))
-    body = exp.exposition().decode()
+    body = text_body(exp).decode()
     # partitions 0 and 1 and the topic came first; of the brokers only one fits
     assert re.findall(r'nines_broker_latency_max_seconds\{[^}]*broker="(\d)"', body) == ["1"]
     assert "nines_series_rejected_total 1.0" in body
@@ -84,7 +85,7 @@ def test_broker_series_count_against_the_cap_and_leave_after_the_ttl() -> None:
     # update at 40 s) and frees its place for broker 2 (admitted at 50 s)
     for end in (20, 30, 40, 50):
         exp.update(with_rollups([cell("0", "2", [1_000], end), cell("1", "2", [1_000], end)]))
-    body = exp.exposition().decode()
+    body = text_body(exp).decode()
     assert re.findall(r'nines_broker_latency_max_seconds\{[^}]*broker="(\d)"', body) == ["2"]
     assert 'broker="1"' not in body
     assert "nines_series 4.0" in body

@@ -7,6 +7,7 @@ import re
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram
 from monitor.exporter import ExporterConfig, LatencyExporter
+from testkit.exporter import text_body
 
 HIST = SparseHistogram.from_values(HdrLayout(), [1_000, 2_000])
 
@@ -30,14 +31,14 @@ def partitions_exported(body: str) -> set[str]:
 def test_new_series_beyond_the_cap_are_counted_not_exported() -> None:
     exp = LatencyExporter(ExporterConfig(max_series=3))
     exp.update([window(str(p), 10) for p in range(5)])
-    body = exp.exposition().decode()
+    body = text_body(exp).decode()
     assert partitions_exported(body) == {"0", "1", "2"}
     assert value(body, "nines_series") == 3
     assert value(body, "nines_series_limit") == 3
     assert value(body, "nines_series_rejected_total") == 2
     # known series keep updating at the cap; new ones keep being refused and counted
     exp.update([window(str(p), 20) for p in range(5)])
-    body = exp.exposition().decode()
+    body = text_body(exp).decode()
     assert partitions_exported(body) == {"0", "1", "2"}
     assert value(body, "nines_series_rejected_total") == 4
 
@@ -47,13 +48,13 @@ def test_a_series_without_windows_leaves_metrics_and_frees_its_place() -> None:
     exp.update([window("gone", 10), window("live", 10)])
     for end in (20, 30, 40):  # "gone" is 3 windows behind: still within the TTL
         exp.update([window("live", end)])
-    assert partitions_exported(exp.exposition().decode()) == {"gone", "live"}
+    assert partitions_exported(text_body(exp).decode()) == {"gone", "live"}
     exp.update([window("live", 50)])  # now 4 windows behind: evicted, with its cumulative series
-    body = exp.exposition().decode()
+    body = text_body(exp).decode()
     assert partitions_exported(body) == {"live"}
     assert 'partition="gone"' not in body
     assert value(body, "nines_series_evicted_total") == 1
     assert value(body, "nines_series") == 1
     exp.update([window("new", 60), window("live", 60)])  # its place is free for a new series
-    assert partitions_exported(exp.exposition().decode()) == {"live", "new"}
-    assert value(exp.exposition().decode(), "nines_series_rejected_total") == 0
+    assert partitions_exported(text_body(exp).decode()) == {"live", "new"}
+    assert value(text_body(exp).decode(), "nines_series_rejected_total") == 0

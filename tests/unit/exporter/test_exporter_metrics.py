@@ -14,6 +14,7 @@ from core.echo import BAD_REASONS
 from core.hdr import HdrLayout, SparseHistogram, rank_for_quantile
 from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
 from monitor.exporter import DEFAULT_LE, ExporterConfig, LatencyExporter
+from testkit.exporter import text_body
 
 LAYOUT = HdrLayout()
 
@@ -38,7 +39,7 @@ def le_counts(values: list[int]) -> list[int]:
 
 
 def scrape(exp: LatencyExporter) -> dict[str, list]:  # type: ignore[type-arg]
-    text = exp.exposition().decode()
+    text = text_body(exp).decode()
     out: dict[str, list] = {}  # type: ignore[type-arg]
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
@@ -110,7 +111,7 @@ def test_pipeline_health_and_promtool_lint_and_http() -> None:
     assert s["nines_stream_batches_total"][0].value == 1
     assert s["nines_stream_state_rows"][0].value == 42
     assert s["nines_latency_window_lost"][0].value == 1
-    assert promtool_findings(exp.exposition()) == []
+    assert promtool_findings(text_body(exp)) == []
     server = exp.serve("127.0.0.1", 0)
     try:
         body = urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5).read()
@@ -187,7 +188,7 @@ def test_prerendered_lines_parse_back_escape_and_follow_the_latest_window() -> N
         with urllib.request.urlopen(req, timeout=5) as resp:
             assert resp.headers["Content-Encoding"] == "gzip"
             assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-            assert gzip.decompress(resp.read()) == exp.exposition()
+            assert gzip.decompress(resp.read()) == text_body(exp)
     finally:
         server.close()
 
@@ -239,7 +240,7 @@ def test_exposition_is_what_prometheus_client_would_write() -> None:
     def samples(text: bytes) -> list[str]:
         return [line for line in text.decode().splitlines() if not line.startswith("#")]
 
-    mine = samples(exp.exposition())
+    mine = samples(text_body(exp))
     for line in samples(generate_latest(Families())):  # type: ignore[arg-type]
         assert line in mine, line
     assert sum(line.startswith("nines_latency_seconds{") for line in mine) == len(q.samples)

@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram, with_rollups
 from monitor.exporter import ExporterConfig, LatencyExporter
+from testkit.exporter import peak_sizes, text_body
 
 LAYOUT = HdrLayout()
 S = 1_000_000
@@ -40,7 +41,7 @@ class Clock:
 def gauges(exp: LatencyExporter, name: str) -> dict[str, float]:
     """``partition`` (or ``broker``) → value of one gauge family."""
     out = {}
-    for fam in text_string_to_metric_families(exp.exposition().decode()):
+    for fam in text_string_to_metric_families(text_body(exp).decode()):
         for s in fam.samples:
             if s.name == name:
                 out[s.labels.get("broker") or s.labels["partition"]] = s.value
@@ -102,7 +103,7 @@ def test_peaks_for_topic_broker_and_hiccup_series_not_per_partition() -> None:
     topic = gauges(exp, "nines_latency_peak_seconds")
     assert set(topic) == {ALL_PARTITIONS}  # the topic's and the hiccups' (probe topic): no "0"
     assert len([1 for _ in topic]) == 1
-    body = exp.exposition().decode()
+    body = text_body(exp).decode()
     assert body.count("nines_latency_peak_seconds{") == 2  # e2e of the topic, hiccup of the probe
     assert 'nines_latency_peak_seconds{cluster="c",kind="hiccup",partition="all"' in body
     brokers = gauges(exp, "nines_broker_latency_peak_seconds")
@@ -118,13 +119,13 @@ def test_held_maxima_stay_bounded_by_the_batches_within_the_hold() -> None:
     for i in range(2_000):  # strictly falling maxima: none dominates another, all are held
         exp.update([window(10 * (i + 1), 100.0 - i * 0.04)])
         clock.now += 1
-    keys, most, due = exp._peaks.sizes()
+    keys, most, due = peak_sizes(exp.collectors.latest.peaks)
     assert (keys, most) == (1, 10) and due <= 2  # one entry per batch within the 10 s
     assert close_to(peak_and_max(exp)[0], 100.0 - 1_990 * 0.04)  # the oldest within the hold
     for i in range(2_000):  # rising maxima: each lets go of all held before it
         exp.update([window(10 * (i + 2_001), 1.0 + i * 0.04)])
         clock.now += 1
-    keys, most, due = exp._peaks.sizes()
+    keys, most, due = peak_sizes(exp.collectors.latest.peaks)
     assert (keys, most) == (1, 10) and due <= 2  # one entry per batch within the 10 s
 
 
@@ -136,8 +137,8 @@ def test_a_series_that_leaves_takes_its_peak_along() -> None:
     )  # fmt: skip
     exp.update([gone, window(10, 0.1)])
     exp.update([window(40, 0.1)])  # "gone" has no window for 3 windows: it leaves
-    assert 'topic="gone"' not in exp.exposition().decode()
-    assert exp._peaks.peak(("10s", gone.series)) is None
+    assert 'topic="gone"' not in text_body(exp).decode()
+    assert exp.collectors.latest.peaks.peak(("10s", gone.series)) is None
 
 
 def test_a_scraper_slower_than_the_hold_is_counted_and_warned_once(caplog) -> None:  # type: ignore[no-untyped-def]
@@ -160,7 +161,7 @@ def test_a_scraper_slower_than_the_hold_is_counted_and_warned_once(caplog) -> No
         for _ in range(2):
             clock.now += 121
             body = scrape()
-        assert exp.scrape_gaps == 2
+        assert exp.collectors.scrapes.gaps == 2
         assert "nines_scrape_gaps_total 2.0" in body  # counted before the body is rendered
         body = scrape()  # right after: no gap
         assert "nines_scrape_gaps_total 2.0" in body and "nines_peak_hold_seconds 120.0" in body
@@ -171,16 +172,16 @@ def test_a_scraper_slower_than_the_hold_is_counted_and_warned_once(caplog) -> No
 
 
 def test_scrapers_kept_are_bounded() -> None:
-    from monitor.exporter.state import MAX_SCRAPERS
+    from monitor.exporter.scrapes import MAX_SCRAPERS
 
     clock = Clock()
     exp = LatencyExporter(clock=clock)
     for i in range(10 * MAX_SCRAPERS):
         exp.scraped(f"10.0.{i // 256}.{i % 256}")
-    assert len(exp._scrapers) == MAX_SCRAPERS
+    assert len(exp.collectors.scrapes) == MAX_SCRAPERS
     clock.now += 1_000
     exp.scraped("10.0.0.0")  # forgotten long ago: a first scrape again, no gap
-    assert exp.scrape_gaps == 0
+    assert exp.collectors.scrapes.gaps == 0
 
 
 def sized_window(end_s: int, base_us: int, slow_us: int, n: int = 2_000):  # type: ignore[no-untyped-def]
@@ -195,7 +196,7 @@ def sized_window(end_s: int, base_us: int, slow_us: int, n: int = 2_000):  # typ
 def test_a_burst_keeps_the_worst_windows_quantiles_each_from_its_own_histogram() -> None:
     exp = LatencyExporter(clock=Clock())
     exp.update([sized_window(10, 1_000, 900_000), sized_window(20, 1_000, 2_000)])
-    body = exp.exposition().decode()
+    body = text_body(exp).decode()
     by_quantile = {}
     latest = {}
     for fam in text_string_to_metric_families(body):
@@ -218,10 +219,10 @@ def test_peak_hold_merges_one_arrival_and_lets_go_in_order() -> None:
     hold.hold("k", (5, None), now=0)
     hold.hold("k", (3, 7), now=0)  # the same batch: merged, one entry
     hold.hold("k", (4, 1), now=6)
-    assert hold.peak("k") == (5, 7) and hold.sizes() == (1, 2, 1)
+    assert hold.peak("k") == (5, 7) and peak_sizes(hold) == (1, 2, 1)
     assert hold.expire(9.9) == set()
     assert hold.expire(10) == {"k"} and hold.peak("k") == (4, 1)
     hold.drop("k")
     hold.hold("k", (1, 1), now=12)  # held anew: the old schedule (due 16) must not cut it short
     assert hold.expire(16) == set() and hold.peak("k") == (1, 1)
-    assert hold.expire(22) == {"k"} and hold.peak("k") is None and hold.sizes() == (0, 0, 0)
+    assert hold.expire(22) == {"k"} and hold.peak("k") is None and peak_sizes(hold) == (0, 0, 0)

@@ -19,8 +19,9 @@ from core.sla import BUCKET_BOUNDARIES_S, parse_sla
 from core.windows import SeriesKey, WindowHistogram, with_topic_rollups
 from monitor.alerts.rules import render_rules
 from monitor.exporter import ExporterConfig, LatencyExporter
-from monitor.exporter.server import GZIP_LEVEL
 from runtime.config_io import load_sla
+from runtime.webserver import GZIP_LEVEL
+from testkit.exporter import prerender_cpu_s, protobuf_body, text_body, wait_prerendered
 
 ROOT = Path(__file__).parents[3]
 LAYOUT = HdrLayout()
@@ -58,7 +59,7 @@ def windows(
 def histogram_samples(exp: LatencyExporter) -> dict[tuple[str, ...], float]:
     """(suffix, topic, partition, kind, le) → value of every histogram sample."""
     out: dict[tuple[str, ...], float] = {}
-    for fam in text_string_to_metric_families(exp.exposition().decode()):
+    for fam in text_string_to_metric_families(text_body(exp).decode()):
         for s in fam.samples:
             if s.name.startswith(HISTOGRAM):
                 key = (s.name[len(HISTOGRAM) :], s.labels["topic"], s.labels["partition"])
@@ -84,7 +85,7 @@ def test_histograms_are_per_topic_by_default_and_sum_the_partitions() -> None:
     for key, value in topic.items():
         assert value == pytest.approx(summed[key], rel=1e-9), key
     # what the burn-rate rules and the SLO panel read (sum by topic) is the same in both modes
-    body = per_topic.exposition().decode()
+    body = text_body(per_topic).decode()
     assert 'nines_echoes_total{cluster="c",partition="3",topic="t3"}' in body  # counters: as before
 
 
@@ -127,7 +128,7 @@ def test_scrape_bytes_per_series_are_bounded() -> None:
     exp = LatencyExporter(ExporterConfig(max_series=partitions + 4))
     for seed, (res, span_s) in enumerate((("10s", 10), ("1m", 60), ("1h", 3600))):
         exp.update(windows(partitions, res, span_s, seed=seed))
-    body = exp.exposition()
+    body = text_body(exp)
     kind_series = partitions * 3
     assert len(body) / kind_series <= BYTES_PER_KIND_SERIES, len(body) / kind_series
     wire = len(gzip.compress(body, compresslevel=GZIP_LEVEL))
@@ -170,7 +171,7 @@ def test_protobuf_scrape_bytes_per_series_are_bounded() -> None:
     finally:
         server.close()
     body = gzip.decompress(wire)
-    assert body == exp.exposition_protobuf()
+    assert body == protobuf_body(exp)
     assert len(wire) / partitions <= PB_GZIP_BYTES_PER_PARTITION, len(wire) / partitions
     assert len(body) / (3 * partitions) <= PB_BYTES_PER_KIND_SERIES, len(body) / (3 * partitions)
 
@@ -179,10 +180,10 @@ def test_hand_written_counters_are_what_prometheus_client_would_write() -> None:
     from prometheus_client import generate_latest
 
     from monitor.exporter import exposition
-    from streaming.counters import StreamCounters
+    from streaming.counters import COUNTER_FIELDS, StreamCounters
 
     odd = 'we"ird\\topic\n{x}'
-    counters = StreamCounters(
+    job = StreamCounters(
         echoes={("c", odd, "0"): 3, ("c", "t", "10"): 2**40, ("c", "t", "2"): 0},
         lost={("c", "t", "0"): 1},
         late={},
@@ -190,6 +191,7 @@ def test_hand_written_counters_are_what_prometheus_client_would_write() -> None:
         bad={"not_json": 5, "future": 0},
         data_loss={("echo", "0"): 6},
     )
+    counters = {name: getattr(job, name) for name in COUNTER_FIELDS}
     families = exposition._Families(list(exposition.counter_families(counters)))
     assert exposition.counter_text(counters) == generate_latest(families)  # type: ignore[arg-type]
 
@@ -214,7 +216,7 @@ def test_a_scrape_encodes_only_the_resolutions_whose_windows_changed_and_each_on
     rows are encoded and compressed again, windows superseded before a scrape are never
     encoded, and an unchanged body is not encoded at all."""
     from core import gzip_parts
-    from monitor.exporter.state import PROTOBUF, TEXT
+    from monitor.exporter.render import PROTOBUF, TEXT
 
     monkeypatch.setattr(gzip_parts, "MIN_CACHED_BYTES", 4096)  # chunks of 60 partitions
     partitions = 60
@@ -229,25 +231,25 @@ def test_a_scrape_encodes_only_the_resolutions_whose_windows_changed_and_each_on
     packers = {fmt: gzip_parts.PartsGzip(6) for fmt in (TEXT, PROTOBUF)}
     for fmt, packer in packers.items():
         packer.compress(exp.exposition_parts(fmt))
-    assert exp.encoded_rows == {TEXT: sum(rows.values()), PROTOBUF: sum(rows.values())}
+    assert exp.renderer.encoded_rows == {TEXT: sum(rows.values()), PROTOBUF: sum(rows.values())}
     for fmt, packer in packers.items():
         for other, its in packers.items():  # both bodies up to date
             its.compress(exp.exposition_parts(other))
-        before, deflated = exp.encoded_rows[fmt], packer.deflated_bytes
+        before, deflated = exp.renderer.encoded_rows[fmt], packer.deflated_bytes
         for _ in range(6):  # a minute of 10 s batches between two scrapes
             exp.update(batches["10s"])
         parts = exp.exposition_parts(fmt)
         packer.compress(parts)
-        assert exp.encoded_rows[fmt] - before == rows["10s"]  # once, not six times
+        assert exp.renderer.encoded_rows[fmt] - before == rows["10s"]  # once, not six times
         size = sum(len(p) for p in parts)
         # the 1 m and 1 h chunks (over half the body) are the same objects: not compressed again
         assert packer.deflated_bytes - deflated < size / 2
         assert exp.exposition_parts(fmt) is parts  # nothing changed: nothing encoded
-        assert exp.encoded_rows[fmt] - before == rows["10s"]
+        assert exp.renderer.encoded_rows[fmt] - before == rows["10s"]
         exp.update([w for batch in batches.values() for w in batch])
         deflated, parts = packer.deflated_bytes, exp.exposition_parts(fmt)
         packer.compress(parts)
-        assert exp.encoded_rows[fmt] - before == 2 * rows["10s"] + rows["1m"] + rows["1h"]
+        assert exp.renderer.encoded_rows[fmt] - before == 2 * rows["10s"] + rows["1m"] + rows["1h"]
         # every resolution changed: all of it compressed again
         assert packer.deflated_bytes - deflated == sum(len(p) for p in parts)
 
@@ -260,7 +262,7 @@ def test_coarse_windows_are_encoded_and_deflated_before_the_scrape(
     compresses only the 10 s rows, as every other scrape does, and sends the same bytes as an
     exporter that renders everything in the scrape. A format nobody scraped is not rendered."""
     from core import gzip_parts
-    from monitor.exporter.state import PROTOBUF, TEXT
+    from monitor.exporter.render import PROTOBUF, TEXT
 
     monkeypatch.setattr(gzip_parts, "MIN_CACHED_BYTES", 4096)  # chunks of 60 partitions
     partitions = 60
@@ -282,8 +284,8 @@ def test_coarse_windows_are_encoded_and_deflated_before_the_scrape(
     rows = {res: len({w.series for w in batch}) for res, batch in hour(0).items()}
     packers = {fmt: gzip_parts.PartsGzip(6) for fmt in (TEXT, PROTOBUF)}
     text_packers = {fmt: gzip_parts.PartsGzip(6) for fmt in (TEXT, PROTOBUF)}
-    pre.prerender(packers)
-    text_only.prerender(text_packers)
+    pre.renderer.prerender(packers)
+    text_only.renderer.prerender(text_packers)
     for fmt, packer in packers.items():
         packer.compress(pre.exposition_parts(fmt))
     text_packers[TEXT].compress(text_only.exposition_parts(TEXT))
@@ -294,47 +296,48 @@ def test_coarse_windows_are_encoded_and_deflated_before_the_scrape(
             assert gzip.decompress(packer.compress(pre.exposition_parts(fmt))) == body, (seed, fmt)
 
     for seed in (10, 20):  # the hourly windows arrive; the scrape comes after the worker ran
-        before = dict(pre.encoded_rows)
+        before = dict(pre.renderer.encoded_rows)
         for batch in hour(seed).values():
             for exp in (pre, plain, text_only):
                 exp.update(batch)
-        assert pre.wait_prerendered(30) and text_only.wait_prerendered(30)
+        assert wait_prerendered(pre, 30) and wait_prerendered(text_only, 30)
         for fmt in (TEXT, PROTOBUF):  # both scraped formats: their coarse rows encoded ahead
-            assert pre.encoded_rows[fmt] - before[fmt] == rows["1m"] + rows["1h"]
+            assert pre.renderer.encoded_rows[fmt] - before[fmt] == rows["1m"] + rows["1h"]
         deflated = {fmt: packer.deflated_bytes for fmt, packer in packers.items()}
         for fmt, packer in packers.items():
             parts = pre.exposition_parts(fmt)
             packer.compress(parts)
-            assert pre.encoded_rows[fmt] - before[fmt] == sum(rows.values())  # + the 10 s rows
+            # + the 10 s rows
+            assert pre.renderer.encoded_rows[fmt] - before[fmt] == sum(rows.values())
             # the 1 m and 1 h chunks (over half the body) were deflated ahead: not in the scrape
             assert packer.deflated_bytes - deflated[fmt] < sum(len(p) for p in parts) / 2
             assert packer.primed_bytes > 0
         same_bodies(seed)
-    assert pre.prerender_cpu_s > 0
+    assert prerender_cpu_s(pre) > 0
 
     # nobody scraped protobuf there: neither rendered nor deflated
-    assert text_only.encoded_rows[PROTOBUF] == 0
-    assert text_only.encoded_rows[TEXT] == 3 * sum(rows.values()) - 2 * rows["10s"]
+    assert text_only.renderer.encoded_rows[PROTOBUF] == 0
+    assert text_only.renderer.encoded_rows[TEXT] == 3 * sum(rows.values()) - 2 * rows["10s"]
     assert text_packers[PROTOBUF].deflated_bytes == 0 < text_packers[TEXT].primed_bytes
     # nor a format not scraped within peak_hold (longer than any scrape interval)
     clock[0] += config.peak_hold + 1
-    encoded = dict(text_only.encoded_rows)
+    encoded = dict(text_only.renderer.encoded_rows)
     for batch in hour(60).values():
         text_only.update(batch)
-    assert text_only.wait_prerendered(30)
-    assert text_only.encoded_rows == encoded
+    assert wait_prerendered(text_only, 30)
+    assert text_only.renderer.encoded_rows == encoded
 
     # a scrape that comes while the worker runs: the same body, each row encoded once, no
     # part deflated twice
     for seed in (30, 40, 50):
-        before = dict(pre.encoded_rows)
+        before = dict(pre.renderer.encoded_rows)
         deflated = {fmt: packer.deflated_bytes for fmt, packer in packers.items()}
         for batch in hour(seed).values():
             for exp in (pre, plain):
                 exp.update(batch)
         same_bodies(seed)
-        assert pre.wait_prerendered(30)
+        assert wait_prerendered(pre, 30)
         for fmt, packer in packers.items():
-            assert pre.encoded_rows[fmt] - before[fmt] == sum(rows.values()), (seed, fmt)
+            assert pre.renderer.encoded_rows[fmt] - before[fmt] == sum(rows.values()), (seed, fmt)
             size = sum(len(p) for p in pre.exposition_parts(fmt))
             assert packer.deflated_bytes - deflated[fmt] <= size, (seed, fmt)

@@ -19,7 +19,9 @@ from core.windows import SeriesKey, WindowHistogram, with_rollups
 from monitor.exporter import LatencyExporter
 from monitor.exporter.exposition import NATIVE
 from monitor.exporter.native import rebin
+from monitor.exporter.render import PROTOBUF
 from probes.metrics import serve
+from testkit.exporter import protobuf_body, text_body
 from testkit.promproto_decode import families, native_buckets, samples
 
 LAYOUT = HdrLayout()
@@ -67,9 +69,9 @@ def exporter(sent: list[WindowHistogram] | None = None) -> LatencyExporter:
 
 def test_the_exporters_protobuf_body_has_the_text_bodys_samples() -> None:
     exp = exporter()
-    pb, text = exp.exposition_protobuf(), exp.exposition()
+    pb, text = protobuf_body(exp), text_body(exp)
     assert samples(pb) == text_samples(text)
-    assert exp.exposition_protobuf() is pb  # cached until something changes
+    assert exp.exposition_parts(PROTOBUF) is exp.exposition_parts(PROTOBUF)  # cached until a change
     names = [f["name"] for f in families(pb)]
     assert len(names) == len(set(names))  # one message per family
     assert "nines_latency_native_seconds" in names and "nines_echoes_total" in names
@@ -78,7 +80,7 @@ def test_the_exporters_protobuf_body_has_the_text_bodys_samples() -> None:
 def test_the_native_histogram_is_the_merged_hdr_rebinned() -> None:
     sent: list[WindowHistogram] = []
     exp = exporter(sent)
-    (fam,) = [f for f in families(exp.exposition_protobuf()) if f["name"] == NATIVE]
+    (fam,) = [f for f in families(protobuf_body(exp)) if f["name"] == NATIVE]
     assert fam["type"] == promproto.HISTOGRAM
     assert len(fam["metric"]) == 2  # per topic and kind (partition="all"), as the classic one
     for m in fam["metric"]:
@@ -172,10 +174,10 @@ def test_each_format_is_gzipped_once_and_served_with_its_type() -> None:
         packers = dict(server._gzipped)
     finally:
         server.close()
-    assert got[promproto.CONTENT_TYPE] == [exp.exposition_protobuf()] * 2
-    assert got["text/plain; version=0.0.4; charset=utf-8"] == [exp.exposition()]
+    assert got[promproto.CONTENT_TYPE] == [protobuf_body(exp)] * 2
+    assert got["text/plain; version=0.0.4; charset=utf-8"] == [text_body(exp)]
     # the second protobuf scrape (the text one between them) was not compressed again
-    assert packers[promproto.CONTENT_TYPE].deflated_bytes == len(exp.exposition_protobuf())
+    assert packers[promproto.CONTENT_TYPE].deflated_bytes == len(protobuf_body(exp))
 
 
 @pytest.mark.parametrize("n", [0, 1, 127, 128, 300, 2**31 - 1, 2**32, 2**63 - 1])
@@ -224,10 +226,10 @@ def test_a_series_of_zeros_only_is_a_native_histogram_of_its_zero_bucket() -> No
     exp = LatencyExporter()
     zeros = SparseHistogram.from_values(LAYOUT, [0] * 5)
     exp.update([WindowHistogram("10s", 0, 10_000_000, SeriesKey("c", "", "all", "hiccup"), zeros)])
-    (fam,) = [f for f in families(exp.exposition_protobuf()) if f["name"] == NATIVE]
+    (fam,) = [f for f in families(protobuf_body(exp)) if f["name"] == NATIVE]
     h = fam["metric"][0]["histogram"]
     assert (h["sample_count"], h["zero_count"], native_buckets(h)) == (5, 5, {})
-    assert samples(exp.exposition_protobuf()) == text_samples(exp.exposition())
+    assert samples(protobuf_body(exp)) == text_samples(text_body(exp))
 
 
 def test_a_series_past_the_bucket_limit_is_degraded_as_prometheus_does_and_stays_so() -> None:
@@ -243,7 +245,7 @@ def test_a_series_past_the_bucket_limit_is_degraded_as_prometheus_does_and_stays
     hists = []
     for end_s, hist in ((10, wide), (20, narrow)):
         exp.update([WindowHistogram("10s", (end_s - 10) * 1_000_000, end_s * 1_000_000, key, hist)])
-        (fam,) = [f for f in families(exp.exposition_protobuf()) if f["name"] == NATIVE]
+        (fam,) = [f for f in families(protobuf_body(exp)) if f["name"] == NATIVE]
         hists.append(fam["metric"][0]["histogram"])
     first, second = hists
     assert first["schema"] < 8 and len(native_buckets(first)) <= 160

@@ -17,9 +17,9 @@ import bcrypt
 import pytest
 from tls_material import make_tls
 
-from monitor.exporter.server import MetricsServer
 from probes.metrics import serve
 from runtime.webconfig import READY_PATH, WebConfig, load_web_config
+from runtime.webserver import MetricsServer
 
 PASSWORD = "scrape-pass"
 

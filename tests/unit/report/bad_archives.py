@@ -3,8 +3,9 @@
 Each case builds a small valid archive (three batch files in one hour, windows of the last few
 hours so ``nines slo``'s default 30 days reads them), then damages one file: truncated at offsets
 spread over its length, replaced by random bytes, given another schema (every column dropped or
-retyped), or one row's histogram made inconsistent (every check in ``streaming.archive.check_row``).
-Output-path cases damage the ``--out``/``--hlog`` path instead.
+retyped), or one row's histogram made inconsistent (every check in
+``streaming.archive_read.check_row``). Output-path cases damage the ``--out``/``--hlog`` path
+instead.
 
 ``cases()`` lists them with ``ARCHIVE``, ``BAD`` and ``TMP`` for the paths; they are the
 ``archives`` source of tests/unit/bad_input_cases.py, which runs each through the real CLI
@@ -26,7 +27,8 @@ import pyarrow.parquet as pq
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram
 from monitor.report.load import SKIP_HINT
-from streaming.archive import FILE_SCHEMA, OPTIONAL_COLUMNS, write_windows
+from streaming.archive import write_windows
+from streaming.archive_files import FILE_SCHEMA, OPTIONAL_COLUMNS
 
 LAYOUT = HdrLayout()
 HOUR_US = 3_600_000_000

@@ -15,15 +15,10 @@ from core.echo import LATENCY_SPANS, SYSTEMS
 from core.hdr import HdrLayout
 from core.windows import WindowSpec
 from streaming import combine as combine_mod
-from streaming.combine import (
-    BUCKET_SCHEMA,
-    KIND_CODES,
-    PARTIAL_SCHEMA,
-    STAT_CODES,
-    Combiner,
-    combine,
-)
+from streaming import grouping
+from streaming.combine import BUCKET_SCHEMA, Combiner, combine
 from streaming.marks import SOURCE_SCHEMA, mark_late
+from streaming.state_keys import HIST_KEYS, KIND_CODES, PARTIAL_SCHEMA, STAT_CODES
 from streaming.wire import decode
 
 T0 = 1_800_000_000_000_000 - 1_800_000_000_000_000 % 3_600_000_000
@@ -177,7 +172,7 @@ def test_chunked_combining_merges_to_the_same_partials(
     for r in partials.to_pylist():  # what Spark's state (HistogramMerge) does with them
         lost, max_us, sum_us, buckets, counts = decode(r["hist"])
         assert list(buckets) == sorted(set(buckets)), "buckets ascending, each once"
-        acc = merged[tuple(r[k] for k in combine_mod.HIST_KEYS)]
+        acc = merged[tuple(r[k] for k in HIST_KEYS)]
         for b, c in zip(buckets.tolist(), counts.tolist(), strict=True):
             acc[0][b] = acc[0].get(b, 0) + c
         acc[1] += lost
@@ -276,8 +271,8 @@ def test_echo_only_batches_equal_the_reference(rows: list[dict[str, Any]]) -> No
 
 def sort_only(mp: pytest.MonkeyPatch) -> None:
     """No slots for counting: every grouping takes the sort (the combiner before counting)."""
-    mp.setattr(combine_mod, "DENSE_SLOTS_PER_ELEMENT", 0)
-    mp.setattr(combine_mod, "DENSE_MIN_SLOTS", 0)
+    mp.setattr(grouping, "DENSE_SLOTS_PER_ELEMENT", 0)
+    mp.setattr(grouping, "DENSE_MIN_SLOTS", 0)
 
 
 def decoded(batches: list[pa.RecordBatch]) -> list[tuple[Any, ...]]:
@@ -285,7 +280,7 @@ def decoded(batches: list[pa.RecordBatch]) -> list[tuple[Any, ...]]:
     out = []
     for r in pa.Table.from_batches(batches, schema=PARTIAL_SCHEMA).to_pylist():
         lost, max_us, sum_us, buckets, counts = decode(r["hist"])
-        key = tuple(r[k] for k in combine_mod.HIST_KEYS)
+        key = tuple(r[k] for k in HIST_KEYS)
         out.append((key, lost, max_us, sum_us, buckets.tolist(), counts.tolist(), r["event_us"]))
     return sorted(out, key=repr)
 
@@ -367,13 +362,13 @@ def echo_table(
 
 def calls_to_sort(mp: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    runs = combine_mod._runs
+    runs = grouping.runs
 
     def counted(key: Any) -> Any:
         calls.append(len(key))
         return runs(key)
 
-    mp.setattr(combine_mod, "_runs", counted)
+    mp.setattr(grouping, "runs", counted)
     return calls
 
 
@@ -413,7 +408,7 @@ def test_too_many_slots_to_count_falls_back_to_the_sort() -> None:
         echo_table(2_000, 40, 500, 3),  # windows × kinds × series past the bound
         echo_table(200, 40, 1, 4, wide=True),  # buckets × series past the bound
     ):
-        assert combine_mod._dense_limit(4 * table.num_rows) < 40 * LAYOUT.counts_len
+        assert grouping.dense_limit(4 * table.num_rows) < 40 * LAYOUT.counts_len
         with pytest.MonkeyPatch.context() as mp:
             sorts = calls_to_sort(mp)
             got = combine(table, SPEC, LAYOUT)

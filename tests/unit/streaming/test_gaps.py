@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming.gaps import Gap, KafkaRange, RangeBook, data_loss_row
-from streaming.marks import SOURCE_SCHEMA
+from streaming.gaps import Gap, KafkaRange, RangeBook
+from streaming.marks import SOURCE_SCHEMA, data_loss_row
 
 
 def test_a_record_past_the_expected_offset_counts_the_gap_before_it() -> None:

@@ -17,7 +17,8 @@ from core.echo import (
     decode_record,
     encode_record,
 )
-from streaming.parse import CHUNK, parse_values
+from streaming.parse import parse_values
+from streaming.parse.v1_json import CHUNK
 
 T0 = 1_800_000_000_000_000
 times = st.integers(MIN_EPOCH_US, MAX_EPOCH_US - 10**12)
@@ -179,8 +180,9 @@ def test_large_batches_keep_order_across_chunks() -> None:
 def test_good_echoes_take_the_fast_path_with_or_without_a_system(monkeypatch: Any) -> None:
     """The vectorised path must accept every good echo: the reference is ~10× slower (a
     null-blind ``system`` check once sent every chunk there, halving the job's throughput)."""
-    import streaming.parse as parse_mod
+    import streaming.parse.v1_json as parse_mod
     from core.echo import Echo, encode_record
+    from streaming.parse import parse_values
 
     def no_slow_path(values: Any) -> Any:
         raise AssertionError(f"{len(values)} good records went to the reference parser")
@@ -192,6 +194,6 @@ def test_good_echoes_take_the_fast_path_with_or_without_a_system(monkeypatch: An
                            t0 + i + 2000, system=system))
         for i, system in enumerate(["kafka", "nats", "redis", "rabbitmq"] * 50)
     ]  # fmt: skip
-    rows = parse_mod.parse_values(values)
+    rows = parse_values(values)
     assert rows.column("rtype").to_pylist() == ["echo"] * 200
     assert rows.column("system").to_pylist()[:4] == ["kafka", "nats", "redis", "rabbitmq"]

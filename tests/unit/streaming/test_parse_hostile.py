@@ -24,7 +24,9 @@ from core.echo import (
     nesting_depth,
 )
 from core.echo_v2 import is_v2
-from streaming.parse import CHUNK, PARSED_SCHEMA, mark_future, parse_values
+from streaming.marks import mark_future
+from streaming.parse import PARSED_SCHEMA, parse_values
+from streaming.parse.v1_json import CHUNK
 
 T0 = 1_800_000_000_000_000
 GOOD = encode_record(Echo("p", "c", "t", 0, 1, 0, 10, T0, T0 + 1, T0 + 2, T0 + 3))

@@ -1,9 +1,9 @@
 """The template path (echoes in the probes' own layout, read with numpy) agrees with the reference.
 
-Every row is compared, values included, with ``streaming.parse._slow`` (``core.echo.decode_record``
-row by row): records as ``encode_record`` writes them, edge values included, and the same bytes
-mutated (a byte replaced, dropped, doubled; a stretch cut out), which must be left to the other
-path or read exactly as the reference reads them.
+Every row is compared, values included, with ``streaming.parse.v1_json._slow``
+(``core.echo.decode_record`` row by row): records as ``encode_record`` writes them, edge values
+included, and the same bytes mutated (a byte replaced, dropped, doubled; a stretch cut out),
+which must be left to the other path or read exactly as the reference reads them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from core.echo import (
     encode_record,
 )
 from core.labels import MAX_LABEL_BYTES
-from streaming.parse import _slow, _template_rows, parse_values
+from streaming.parse import parse_values
+from streaming.parse.v1_json import _slow
+from streaming.parse.v1_template import template_rows
 
 T0 = 1_795_000_000_000_000
 
@@ -105,17 +107,17 @@ def test_mutated_layout_agrees_with_reference(raws: list[bytes | None], odd: boo
 def test_probe_layout_is_read_without_the_json_reader() -> None:
     """Good echoes as the probes write them (any system, lost or not) all take the template."""
     raws = [encode_record(good_echo(i, SYSTEMS[i % 4], lost=i % 5 == 0)) for i in range(200)]
-    rows, taken = _template_rows(raws)
+    rows, taken = template_rows(raws)
     assert taken.all()
     assert rows.to_pylist() == _slow(raws).to_pylist()
     # one odd record in the batch does not send the others elsewhere
     raws[7] = raws[7].replace(b'"seq"', b'"seq" ')
-    rows, taken = _template_rows(raws)
+    rows, taken = template_rows(raws)
     assert taken.sum() == 199 and not taken[7]
     assert_agrees(raws)
     # nor does a long one (never scanned here: 64 KiB of quotes is 512 KiB of positions)
     raws[9] = b'"' * MAX_ECHO_BYTES
-    rows, taken = _template_rows(raws)
+    rows, taken = template_rows(raws)
     assert taken.sum() == 198 and not taken[9]
     assert_agrees(raws)
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from core.echo import BAD_REASONS, BadEcho, Echo, Hiccup, encode_record
 from core.echo_v2 import ECHO_COLUMNS, MAGIC, decode_batch, encode_batch
-from streaming.parse import PARSED_SCHEMA, parse_messages, parse_values, parse_with_stamps
+from streaming.parse import PARSED_SCHEMA, parse_messages, parse_values
+from testkit.parse import parse_with_stamps
 
 T0 = 1_800_000_000_000_000
 HICCUP = Hiccup("p1", "c", T0, T0 + 5, 3, 4, 2)

@@ -12,18 +12,20 @@ import org.apache.spark.sql.functions;
  * Merges sparse HDR histograms in Spark's streaming state: one row per (window, series, kind)
  * carries a whole histogram, so the state grows with windows x series x kinds, not with buckets.
  *
- * <p>A histogram is one byte array (format {@value #FORMAT}, little-endian, written by {@code
- * streaming.combine} and read by {@code streaming.closed}): a format byte, int64 lost, int64 max,
- * int64 sum, then (int32 bucket, int64 count) entries in ascending bucket order, no bucket twice.
- * Merging adds counts, lost and sum and keeps the max: the same histogram whatever the order,
- * so a replayed batch builds the same state. A typed {@link Aggregator} through {@code
+ * <p>A histogram is one byte array of format {@value #FORMAT}, specified once, in the docstring
+ * of {@code streaming/wire.py} (written by {@code streaming.combine}, read by {@code
+ * streaming.closed}); this class follows it. Merging adds counts, lost and sum and keeps the max:
+ * the same histogram whatever the order, so a replayed batch builds the same state. A typed {@link Aggregator} through {@code
  * functions.udaf} is a TypedImperativeAggregate with binary state: allowed in a streaming
  * aggregation, with Spark's own state store, watermark and exactly-once.
  */
 public final class HistogramMerge extends Aggregator<byte[], byte[], byte[]> {
   private static final long serialVersionUID = 1L;
 
-  /** The histogram encoding; bump it (and streaming.histograms.STATE_FORMAT) on any change. */
+  /**
+   * The histogram encoding (streaming/wire.py: FORMAT); bump both, and
+   * streaming/state_format.py's STATE_FORMAT, on any change.
+   */
   public static final byte FORMAT = 1;
   /** The SQL name PySpark calls: {@code F.call_function(NAME, col)}. */
   public static final String NAME = "nines_hist_merge";
