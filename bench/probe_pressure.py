@@ -308,7 +308,10 @@ def main(argv: list[str] | None = None) -> int:
                     r = pressure_case(engine, per_broker, fmt, schedule, args.rate, states, kafka)
                     print(json.dumps(r), flush=True)
                     results.append(r)
-    Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+    from bench.machine import machine_facts
+
+    payload = {"cases": results, "machine": machine_facts()}
+    Path(args.out).write_text(json.dumps(payload, indent=1) + "\n")
     return 0
 
 

@@ -24,6 +24,8 @@ from bench.report_accuracy import (
 from bench.report_aggregation import aggregation_section, scale_section, summarise_aggregation
 from bench.report_format import Json, at_path, fmt_error, fmt_seconds, qname, skip_reason, table
 from bench.report_health import HEALTH_TITLE, headline_health, health_section
+from bench.report_pressure import load as load_pressure
+from bench.report_pressure import section as pressure_section
 from bench.report_probe import (
     FLOOR_TITLE,
     SOAK_TITLE,
@@ -313,6 +315,7 @@ def render(results: dict[str, Json], img_dir: Path = IMG_DIR, doc_path: Path = D
         out.append(scrape_section(scrape, results.get("cardinality_before")))
     elif SCRAPE_TITLE in prev:
         out.append(missing(SCRAPE_TITLE, "cardinality", ""))
+    out.append(pressure_section(load_pressure()))
     out.append("## Four brokers side by side (`nines compare`)\n")
     compare = results.get("compare")
     if isinstance(compare, Mapping) and compare.get("cases"):

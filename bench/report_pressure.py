@@ -23,7 +23,8 @@ def load(path: Path = RESULTS) -> list[dict[str, Any]]:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return []
-    return data if isinstance(data, list) else []
+    cases = data.get("cases") if isinstance(data, dict) else data
+    return cases if isinstance(cases, list) else []
 
 
 def section(results: list[dict[str, Any]]) -> str:
