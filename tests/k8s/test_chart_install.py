@@ -700,24 +700,35 @@ def _upgrade_values(rel: Release) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def upgraded(kube: Kube, releases: dict[Path, Release]) -> dict[Path, BaseException | None]:
     """Every release upgraded at once with changed values (a new image tag, a PDB)."""
-    errors: dict[Path, BaseException | None] = {}
 
     def upgrade(rel: Release) -> None:
+        kube.helm(rel.namespace).upgrade(
+            helm.Chart.load(str(CHART)),
+            RELEASE,
+            _upgrade_values(rel),
+            namespace=rel.namespace,
+            wait="watcher",
+            timeout=HELM_TIMEOUT_S,
+        )
+
+    return _each(releases, upgrade)
+
+
+def _each(
+    releases: dict[Path, Release], act: Callable[[Release], object]
+) -> dict[Path, BaseException | None]:
+    """``act`` on every release at once (each checked first); per scenario, what it raised."""
+    errors: dict[Path, BaseException | None] = {}
+
+    def run(rel: Release) -> None:
         try:
             rel.check()
-            kube.helm(rel.namespace).upgrade(
-                helm.Chart.load(str(CHART)),
-                RELEASE,
-                _upgrade_values(rel),
-                namespace=rel.namespace,
-                wait="watcher",
-                timeout=HELM_TIMEOUT_S,
-            )
+            act(rel)
             errors[rel.scenario] = None
         except BaseException as exc:
             errors[rel.scenario] = exc
 
-    _all_at_once(list(releases.values()), upgrade)
+    _all_at_once(list(releases.values()), run)
     return errors
 
 
@@ -763,18 +774,12 @@ def test_upgrade_rolls_every_deployment(
 def uninstalled(
     kube: Kube, releases: dict[Path, Release], upgraded: dict[Path, BaseException | None]
 ) -> dict[Path, BaseException | None]:
-    errors: dict[Path, BaseException | None] = {}
-
-    def uninstall(rel: Release) -> None:
-        try:
-            rel.check()
-            kube.helm(rel.namespace).uninstall(RELEASE, wait="watcher", timeout=HELM_TIMEOUT_S)
-            errors[rel.scenario] = None
-        except BaseException as exc:
-            errors[rel.scenario] = exc
-
-    _all_at_once(list(releases.values()), uninstall)
-    return errors
+    return _each(
+        releases,
+        lambda rel: kube.helm(rel.namespace).uninstall(
+            RELEASE, wait="watcher", timeout=HELM_TIMEOUT_S
+        ),
+    )
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=ids)
