@@ -91,7 +91,8 @@ class BrokerConfig(StageConfig):
     warm_up: bool = Field(
         default=True,
         description="kafka engine: before ready, 1,000 msgs/s through every broker until a "
-        "second's acks have p99 < 50 ms (4-60 s): a fresh JVM's first requests run interpreted.",
+        "second's acks have p99 < 50 ms or stop improving (4-60 s): a fresh JVM's first "
+        "requests run interpreted.",
     )
     port: int | None = Field(
         default=None,

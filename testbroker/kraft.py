@@ -424,17 +424,19 @@ class KraftCluster:
 
     def warm_up(self) -> None:
         """Produce (acks=all) and fetch through every broker until one second's acks have a p99
-        under ``WARM_P99_S`` (after ``WARM_UP_S`` at least, ``WARM_UP_MAX_S`` at most), then
+        under ``WARM_P99_S``, or no better than the second before (what is left is the
+        machine's, not the JIT's), after ``WARM_UP_S`` at least, ``WARM_UP_MAX_S`` at most; then
         delete the topic. A fresh JVM runs its first requests interpreted: on a loaded 2-core
-        machine a probe's first seconds saw acks seconds late (then ~5 ms p50)."""
+        machine a probe's first seconds saw acks seconds late (then ~5 ms p50). Waiting for
+        50 ms alone ran the whole 60 s beside another cluster (p99 100-120 ms to the end)."""
         from confluent_kafka import Consumer, Producer, TopicPartition
 
         topic = "nines.warm-up"
         n = len(self.nodes)
         print(
             f"nines broker: warming up Apache Kafka: {WARM_RATE:,} msgs/s through every broker "
-            f"until one second's acks have p99 < {WARM_P99_S * 1e3:g} ms (at most "
-            f"{WARM_UP_MAX_S:g} s)",
+            f"until one second's acks have p99 < {WARM_P99_S * 1e3:g} ms or stop improving (at "
+            f"least {WARM_UP_S:g} s, at most {WARM_UP_MAX_S:g} s)",
             file=sys.stderr,
             flush=True,
         )
@@ -451,7 +453,7 @@ class KraftCluster:
             acks_s.append(msg.latency() if err is None else float("inf"))
 
         t0 = time.monotonic()
-        slice_at, sent, p99 = t0, 0, float("inf")
+        slice_at, sent, p99, before = t0, 0, float("inf"), float("inf")
         while (now := time.monotonic()) - t0 < WARM_UP_MAX_S:
             for _ in range(int((now - t0) * WARM_RATE) - sent):
                 prod.produce(topic, b"x" * 1024, partition=sent % n, on_delivery=acked)
@@ -460,14 +462,21 @@ class KraftCluster:
             cons.consume(1000, 0.001)
             if now - slice_at >= 1.0:
                 slice_at = now
+                before = p99
                 p99 = sorted(acks_s)[int(0.99 * (len(acks_s) - 1))] if acks_s else float("inf")
                 acks_s.clear()
-                if now - t0 >= WARM_UP_S and p99 < WARM_P99_S:
+                if now - t0 >= WARM_UP_S and (p99 < WARM_P99_S or before <= p99 < float("inf")):
                     break
         prod.flush(30)
         cons.close()
         took = time.monotonic() - t0
-        verdict = "warm" if p99 < WARM_P99_S else "not warm, ready anyway"
+        verdict = (
+            "warm"
+            if p99 < WARM_P99_S
+            else "warm (acks stopped improving)"
+            if before <= p99 < float("inf")
+            else "not warm, ready anyway"
+        )
         print(f"nines broker: {verdict} after {took:.1f} s (last second's ack p99 "
               f"{p99 * 1e3:.1f} ms)", file=sys.stderr, flush=True)  # fmt: skip
         # best effort: a topic left behind is harmless, a start that fails on it is not
