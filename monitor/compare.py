@@ -155,8 +155,8 @@ def markdown(result: dict[str, Any], img_dir: str | None = None) -> str:
             f"{SYSTEM_WARMUP_S:g} s at the first case's size before its first case (Apache "
             "Kafka's `nines broker` also warms its JVMs until a second's acks have p99 < 50 ms "
             "or stop improving, before it says ready). Each system runs its first case again "
-            f"after its last: `p99 again` is that run's p99, and a p99 more than {UNSTABLE_RATIO:g}× apart "
-            "between the two runs is marked **unstable**."
+            "after its last: `p99 again` is that run's p99, and a p99 more than "
+            f"{UNSTABLE_RATIO:g}× apart between the two runs is marked **unstable**."
             if rerun
             else "This run predates the warm-up rule and the second run of the first case "
             "(issue 31): its first case may read a system still warming up."
