@@ -89,11 +89,13 @@ def section(results: list[dict[str, Any]]) -> str:
         and not r.get("kafka")
     ]
     if target:
+        target.sort(key=lambda r: r["load"])  # the quietest run: a loaded broker batches more
         got = target[0]["core_per_1000"]
         verdict = "met" if got <= HEALTHY_TARGET else "not met"
         lines += [
             "",
-            f"Target (issue 31), judged on the Apache Kafka, v2, 3 partitions, staggered row: "
+            f"Target (issue 31), judged on the quietest Apache Kafka, v2, 3 partitions, staggered "
+            f"row (a loaded broker answers slower, so messages gather into fewer requests): "
             f"healthy ≤ {HEALTHY_TARGET:g} of a core per 1,000 msgs/s: **{got:.3f}, {verdict}** "
             f"(load {target[0]['load']:.1f}).",
         ]
