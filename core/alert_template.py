@@ -401,11 +401,21 @@ class _Parser:
                 raise self.error(f"unexpected {{{{{end}}}}}")
 
     def define(self) -> None:
+        name = self._name("define clause")
+        self.expect("right", "define clause")
+        self._body(name)
+
+    def _name(self, clause: str) -> Item:
+        """A define's, block's or template's name: a string constant."""
         name = self.next_non_space()
         if name.kind not in ("string", "rawstring"):
-            raise self.error(f"unexpected {name.value!r} in define clause")
+            raise self.error(f"unexpected {name.value!r} in {clause}")
         self._string(name)
-        self.expect("right", "define clause")
+        return name
+
+    def _body(self, name: Item) -> None:
+        """A define's or block's body up to its {{end}}, parsed with fresh variables and added
+        as template ``name``."""
         saved, depth, before = self.vars, self.range_depth, self.content
         self.vars, self.range_depth = ["$"], 0
         end = self.item_list()
@@ -500,25 +510,12 @@ class _Parser:
         del self.vars[mark:]
 
     def block(self) -> None:
-        name = self.next_non_space()
-        if name.kind not in ("string", "rawstring"):
-            raise self.error(f"unexpected {name.value!r} in block clause")
-        self._string(name)
+        name = self._name("block clause")
         self.pipeline("block clause", "right")
-        saved, depth, before = self.vars, self.range_depth, self.content
-        self.vars, self.range_depth = ["$"], 0
-        end = self.item_list()
-        self.vars, self.range_depth = saved, depth
-        if end != "end":
-            raise self.error(f"unexpected {{{{{end}}}}}")
-        self.add(name.value[1:-1], before)
-        self.content = before
+        self._body(name)
 
     def template(self) -> None:
-        name = self.next_non_space()
-        if name.kind not in ("string", "rawstring"):
-            raise self.error(f"unexpected {name.value!r} in template clause")
-        self._string(name)
+        self._name("template clause")
         if self.next_non_space().kind != "right":
             self.backup()
             self.pipeline("template clause", "right")
