@@ -142,6 +142,20 @@ class ProbeProcess:
     def stderr(self) -> str:
         return self.err_path.read_text(errors="replace")
 
+    def cpu_s(self) -> float:
+        """The probe's CPU seconds so far; it must still be running."""
+        from bench.procstat import cpu_s
+
+        assert self.proc.poll() is None, self.stderr()
+        return cpu_s(self.proc.pid)
+
+    def stop(self) -> dict[str, int]:
+        """SIGTERM, as an operator stops it: exit 0 and no traceback; its totals."""
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(60) == 0, self.stderr()
+        assert "Traceback" not in self.stderr(), self.stderr()
+        return self.summary()
+
     def summary(self) -> dict[str, int]:
         """The probe's totals at its clean stop ({} without one)."""
         from probes.summary import read_summary

@@ -8,20 +8,15 @@ from /proc.
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from probe_runs import ROOT, assert_one_echo_per_message, records_of
+from probe_runs import ProbeProcess, assert_one_echo_per_message, records_of
 
 from bench.probe_pressure import stopped_for, window
-from bench.procstat import cpu_s
-from monitor.processes import probe_argv
-from probes.summary import read_summary
 from testbroker import EmbeddedBroker
 
 #: Issue 31's bound on the CPU of a probe facing a slow, stalled, down or restarting broker, as
@@ -35,52 +30,18 @@ FAULT_S = 4.0
 AFTER_S = 10.0
 
 
-class CliProbe:
-    """``nines probe`` as a subprocess, stderr to a file, totals in a summary file."""
-
-    def __init__(self, bootstrap: str, probe_id: str, tmp: Path, *args: str) -> None:
-        self.err_path = tmp / f"{probe_id}.stderr"
-        self.summary_path = tmp / f"{probe_id}.summary.json"
-        argv = probe_argv(bootstrap, probe_id, "--summary-file", str(self.summary_path), *args)
-        with self.err_path.open("w") as err:
-            self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
-
-    def cpu_s(self) -> float:
-        assert self.proc.poll() is None, self.stderr()
-        return cpu_s(self.proc.pid)
-
-    def stderr(self) -> str:
-        return self.err_path.read_text(errors="replace")
-
-    def stop(self) -> dict[str, int]:
-        """SIGTERM, as an operator stops it: exit 0, no traceback; its totals."""
-        self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(60) == 0, self.stderr()
-        assert "Traceback" not in self.stderr(), self.stderr()
-        return read_summary(self.summary_path)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
 @pytest.fixture
-def cli_probes(tmp_path: Path) -> Iterator[Callable[..., CliProbe]]:
-    started: list[CliProbe] = []
+def cli_probes(tmp_path: Path) -> Iterator[Callable[..., ProbeProcess]]:
+    """``nines probe`` processes (probe_runs.ProbeProcess), killed at the end if still running."""
+    started: list[ProbeProcess] = []
 
-    def start(bootstrap: str, probe_id: str, *args: str) -> CliProbe:
-        started.append(CliProbe(bootstrap, probe_id, tmp_path, *args))
+    def start(bootstrap: str, probe_id: str, *args: str) -> ProbeProcess:
+        started.append(ProbeProcess(bootstrap, probe_id, tmp_path, *args))
         return started[-1]
 
     yield start
     for p in started:
         p.kill()
-
-
-def core_over(probe: CliProbe, seconds: float, during: Callable[[], None] | None = None) -> float:
-    """The probe's CPU over ``seconds`` (fraction of a core); ``during`` runs at its start."""
-    return window(probe, seconds, during)
 
 
 def accounted(totals: dict[str, int], echoes_n: dict[int, int]) -> None:
@@ -91,7 +52,7 @@ def accounted(totals: dict[str, int], echoes_n: dict[int, int]) -> None:
 
 
 def test_a_slow_stalled_down_or_restarting_broker_costs_the_probe_little(
-    fresh_broker: EmbeddedBroker, cli_probes: Callable[..., CliProbe]
+    fresh_broker: EmbeddedBroker, cli_probes: Callable[..., ProbeProcess]
 ) -> None:
     """librdkafka's idempotent producer spun at 0.9-1.8 cores on a 200 ms broker (issue 31);
     now each fault window (fault + 10 s) costs at most ``CPU_BOUND`` × a healthy window of the
@@ -101,7 +62,7 @@ def test_a_slow_stalled_down_or_restarting_broker_costs_the_probe_little(
     probe = cli_probes(broker.bootstrap, "pressure", "--rate", "300", "--size", "512",
                        "--loss-timeout", "20s")  # fmt: skip
     time.sleep(3)
-    window = FAULT_S + AFTER_S
+    span_s = FAULT_S + AFTER_S
 
     def every_broker(ms: int) -> Callable[[], None]:
         def go() -> None:
@@ -123,12 +84,12 @@ def test_a_slow_stalled_down_or_restarting_broker_costs_the_probe_little(
         time.sleep(FAULT_S)
         broker.up(1)
 
-    healthy = [core_over(probe, window)]
+    healthy = [window(probe, span_s)]
     faulted = {}
     for name, go in (("slow 200 ms", every_broker(200)), ("slow 2 s", every_broker(2000)),
                      ("stalled", stalled), ("down, then up", restarted)):  # fmt: skip
-        faulted[name] = core_over(probe, window, during=go)
-    healthy.append(core_over(probe, window))
+        faulted[name] = window(probe, span_s, during=go)
+    healthy.append(window(probe, span_s))
     ref = float(np.mean(healthy))
     ratios = {name: round(c / ref, 2) for name, c in faulted.items()}
     print(f"\nprobe CPU healthy {[round(h, 3) for h in healthy]} of a core; fault/healthy {ratios}")
@@ -140,7 +101,7 @@ def test_a_slow_stalled_down_or_restarting_broker_costs_the_probe_little(
 
 
 def test_a_probe_started_while_a_broker_answers_in_2_s_starts_and_shows_it(
-    fresh_broker: EmbeddedBroker, cli_probes: Callable[..., CliProbe]
+    fresh_broker: EmbeddedBroker, cli_probes: Callable[..., ProbeProcess]
 ) -> None:
     """It died with ``KafkaException: Failed to get offsets: Local: Timed out`` (issue 31)."""
     broker = fresh_broker
@@ -176,7 +137,7 @@ def test_a_probe_started_while_a_broker_answers_in_2_s_starts_and_shows_it(
 
 
 def test_ctrl_z_on_a_fresh_kafka_cluster_as_an_operator_runs_it(
-    require_kafka_jars: None, cli_probes: Callable[..., CliProbe]
+    require_kafka_jars: None, cli_probes: Callable[..., ProbeProcess]
 ) -> None:
     """Issue 31's path, which failed 4 of 4 times: a freshly started 3-broker Apache Kafka
     cluster, ``nines probe`` started as soon as ``nines broker`` says ready (default settings,
@@ -197,13 +158,13 @@ def test_ctrl_z_on_a_fresh_kafka_cluster_as_an_operator_runs_it(
         # the probe's first 15 s (the issue's path stalls after 15 s of probing) are the
         # healthy CPU window
         time.sleep(max(0.0, 15 - (d_s + AFTER_S)))
-        healthy_core = core_over(probe, d_s + AFTER_S)
+        healthy_core = window(probe, d_s + AFTER_S)
 
         def stall() -> None:
             stopped_for(pid, d_s)
 
         t_stop_wall = time.time()
-        stall_core = core_over(probe, d_s + AFTER_S, during=stall)
+        stall_core = window(probe, d_s + AFTER_S, during=stall)
         totals = probe.stop()
         echoes, _ = records_of(kafka.bootstrap, "ctrlzop", timeout_s=90)
     accounted(totals, assert_one_echo_per_message(echoes, 6))
@@ -246,7 +207,7 @@ def test_ctrl_z_on_a_fresh_kafka_cluster_as_an_operator_runs_it(
 
 
 def test_a_probe_on_a_cold_kafka_cluster_stays_within_its_cpu_bound(
-    require_kafka_jars: None, cli_probes: Callable[..., CliProbe]
+    require_kafka_jars: None, cli_probes: Callable[..., ProbeProcess]
 ) -> None:
     """The warm-up that `nines broker` does before ready must not be what keeps the probe light:
     here the cluster says ready without it (`--no-warm-up`), the probe starts at once, and a
@@ -255,13 +216,13 @@ def test_a_probe_on_a_cold_kafka_cluster_stays_within_its_cpu_bound(
     with EmbeddedBroker(engine="kafka", brokers=3, topics=topics, warm_up=False) as kafka:
         probe = cli_probes(kafka.bootstrap, "cold", "--rate", "150", "--loss-timeout", "30s")
         time.sleep(2)
-        healthy_core = core_over(probe, FAULT_S + AFTER_S)
+        healthy_core = window(probe, FAULT_S + AFTER_S)
         pid = kafka.broker_pid(1)
 
         def stall() -> None:
             stopped_for(pid, FAULT_S)
 
-        stall_core = core_over(probe, FAULT_S + AFTER_S, during=stall)
+        stall_core = window(probe, FAULT_S + AFTER_S, during=stall)
         totals = probe.stop()
         echoes, _ = records_of(kafka.bootstrap, "cold", timeout_s=90)
     accounted(totals, assert_one_echo_per_message(echoes, 6))
