@@ -3,6 +3,12 @@
 {{- if contains .Chart.Name .Release.Name -}}{{ .Release.Name | trunc 63 | trimSuffix "-" }}{{- else -}}{{ printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" }}{{- end -}}
 {{- end -}}
 
+{{/* A probe's Deployment and ConfigMap name; checks.yaml refuses two probes whose names agree
+once cut to Kubernetes' 63 characters. Context: dict "root" $ "cluster" $p.cluster. */}}
+{{- define "nines.probeName" -}}
+{{- printf "%s-probe-%s" (include "nines.fullname" .root) .cluster | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "nines.labels" -}}
 app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}

@@ -12,7 +12,10 @@ rules between values), through helm-python-sdk as ``helm install`` would run it:
   and spacing, with the pinned value in every spelling librdkafka reads and with others: exactly
   the model's answer, both ways;
 - secrets (``core.kafka_conf.SECRET_SETTINGS``): never a literal, and the refusal never quotes it;
-- an echo topic equal to a probe's topic, two probes of one cluster, a non-string image tag.
+- an echo topic equal to a probe's topic, two probes of one cluster (or of one Deployment name
+  once cut to 63 characters), a non-string image tag;
+- a probe's rate: the probe's own bounds (at least one message per partition in each finest
+  window); a cluster: a Kubernetes label value (63 characters), within the product's 128 bytes.
 
 Numeric bounds of durations (``trigger`` at least 1ms, ``loss_timeout`` at most ~24 days, any
 duration at most 10 years) stay the product's, refused in one line when the pod starts: a
@@ -22,6 +25,7 @@ pattern cannot compare numbers.
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +39,16 @@ from core.kafka_conf import PROBE_PINNED, SECRET_SETTINGS, STREAM_PINNED, Pin
 from core.redact import is_secret_key
 from core.units import parse_duration_s
 from monitor.pipeline import PipelineConfig as StreamConfig
-from probes.config import ProbeConfig
+from core.labels import MAX_CLUSTER_BYTES
+from probes.config import MAX_TOTAL_RATE, MIN_RATE, ProbeConfig
 
 CHART = Path(__file__).parents[3] / "helm" / "nines"
 MANY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FEW = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PROBE_BASE = {"bootstrap": "kafka:9092"}
 STREAM_BASE = {"bootstrap": "kafka:9092"}
+#: Kubernetes' limit on a label value, which a probe's cluster becomes (nines/cluster)
+K8S_LABEL_VALUE_CHARS = 63
 
 
 @functools.cache
@@ -242,3 +249,57 @@ def test_a_non_string_image_tag_is_refused(tag: Any) -> None:
     refusal = chart_refuses(values)
     assert refusal and "/image/tag" in refusal, refusal
     assert chart_refuses({"image": {"repository": "ghcr.io/x/nines", "tag": "1.10"}}) is None
+
+
+# --- what the probe accepts, the chart accepts, and no more -------------------------------------
+
+rates = st.one_of(
+    st.floats(min_value=0, max_value=2 * MAX_TOTAL_RATE, allow_nan=False),
+    st.sampled_from([MIN_RATE, MIN_RATE * 0.999, MAX_TOTAL_RATE, MAX_TOTAL_RATE + 0.5, 1e-9]),
+    st.integers(-5, 25_000),
+)
+
+
+@MANY
+@given(rates)
+def test_a_rate_the_probe_refuses_is_refused_by_the_chart(rate: float) -> None:
+    probe_refuses = model_refuses(ProbeConfig, {**PROBE_BASE, "rate": rate})
+    refusal = chart_refuses(probe_values(rate=rate))
+    assert (refusal is not None) == probe_refuses, (rate, refusal)
+    if refusal:
+        assert "/probes/0/rate" in refusal, refusal
+
+
+def test_the_chart_states_the_probes_rate_bounds() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    rate = schema["properties"]["probes"]["items"]["properties"]["rate"]
+    assert (rate["minimum"], rate["maximum"]) == (MIN_RATE, MAX_TOTAL_RATE)
+
+
+dns_labels = st.integers(1, 140).flatmap(
+    lambda n: st.from_regex(rf"[a-z0-9]([-a-z0-9]{{{max(n - 2, 0)}}}[a-z0-9])?", fullmatch=True)
+)
+
+
+@FEW
+@given(dns_labels)
+def test_a_cluster_is_a_kubernetes_label_value_within_the_probes_limit(cluster: str) -> None:
+    refusal = chart_refuses(probe_values(cluster=cluster))
+    # a label value holds at most 63 characters; the product's own limit is above it
+    assert (refusal is not None) == (len(cluster) > K8S_LABEL_VALUE_CHARS), (cluster, refusal)
+    assert not model_refuses(ProbeConfig, {**PROBE_BASE, "cluster": cluster[:K8S_LABEL_VALUE_CHARS]})
+    assert K8S_LABEL_VALUE_CHARS <= MAX_CLUSTER_BYTES
+
+
+@FEW
+@given(st.from_regex(r"[a-z0-9][-a-z0-9]{46,59}", fullmatch=True))
+def test_two_clusters_whose_deployment_names_agree_once_cut_are_refused(stem: str) -> None:
+    # nines-probe-<cluster> is cut to 63 characters: clusters that differ only past that collide
+    one, other = stem + "-a1", stem + "-b2"
+    two = [{"cluster": c, "bootstrap": "kafka:9092"} for c in (one, other)]
+    # the first character that differs ("a" or "b") lies past the 63rd of nines-probe-<cluster>
+    cut = len("nines-probe-") + len(stem) + len("-") >= 63
+    refusal = chart_refuses({"probes": two})
+    assert (refusal is not None) == cut, (stem, refusal)
+    if refusal:
+        assert f"probes[1].cluster: {other} names its Deployment" in refusal
