@@ -100,8 +100,12 @@ def run_stream(config: PipelineConfig) -> int:
     try:
         while not stop.is_set():
             if not pipeline.query.isActive:
-                exc = pipeline.query.exception()
-                log.error("the query stopped: %s", exc)
+                hint = (
+                    f"Spark's log: {config.spark_log}"
+                    if config.spark_log
+                    else ("--spark-log FILE keeps Spark's traces")
+                )
+                log.error("the query stopped: %s (%s)", pipeline.job.failure(), hint)
                 return 1
             stop.wait(0.5)
     finally:

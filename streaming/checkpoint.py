@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import struct
 import tempfile
 import zlib
@@ -56,6 +57,21 @@ def check_writable_dir(path: str, field: str) -> None:
         os.unlink(probe)
     except OSError as exc:
         raise ConfigError(f"{field}: cannot write in {path}: {exc.strerror}") from None
+
+
+def check_log_file(path: str, field: str) -> None:
+    """A log file the JVM can append to: its directory writable, the path no directory, FIFO
+    or device (log4j would block on a FIFO, or fail without a word)."""
+    file = Path(path)
+    check_writable_dir(str(file.parent), field)
+    try:
+        mode = os.stat(file).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigError(f"{field}: cannot use {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"{field}: {path} exists and is not a regular file")
 
 
 def spark_has_run(checkpoint: str) -> bool:

@@ -28,6 +28,7 @@ FLAGS = (
     "trigger",
     "starting_offsets",
     "master",
+    "spark_log",
 )
 
 EXAMPLES = """examples:
@@ -94,9 +95,10 @@ def check_master(master: str, timeout_s: float = MASTER_CONNECT_TIMEOUT_S) -> No
 
 
 def check_directories(config: StreamConfig) -> None:
-    """Before Spark starts: the checkpoint and archive directories writable, the checkpoint's
-    logs intact and written by this job (its state format, windows, layout and echo topic)."""
-    from streaming.checkpoint import check_checkpoint, check_writable_dir
+    """Before Spark starts: the checkpoint and archive directories and Spark's log file
+    writable, the checkpoint's logs intact and written by this job (its state format,
+    windows, layout and echo topic)."""
+    from streaming.checkpoint import check_checkpoint, check_log_file, check_writable_dir
     from streaming.state_format import check_state_format, job_settings
 
     if config.checkpoint:
@@ -104,6 +106,8 @@ def check_directories(config: StreamConfig) -> None:
         check_state_format(config.checkpoint, job_settings(config))
     if config.archive:
         check_writable_dir(config.archive, "stream.archive")
+    if config.spark_log:
+        check_log_file(config.spark_log, "stream.spark_log")
 
 
 def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:

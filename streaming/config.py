@@ -105,6 +105,11 @@ class StreamConfig(SeriesCapConfig):
         "-XX:TieredStopAtLevel=1",
         help="JVM flags of Spark's driver and executors (C1 JIT only: cheaper per micro-batch)",
     )
+    #: Spark's stderr has one line an event and no Java trace (streaming/jvm_log.py); this file
+    #: gets every event with its trace, rolled at 16 MiB, two files kept. Empty: no file.
+    spark_log: str = setting(
+        "", help="file for Spark's full log, Java traces included (stderr: a line an event)"
+    )
     kafka: StreamKafka = setting(
         default_factory=dict, help="librdkafka settings for the echo consumer"
     )
@@ -137,6 +142,13 @@ class StreamConfig(SeriesCapConfig):
         bad = [o for o in v.split() if not o.startswith("-")]
         if bad:
             raise ValueError(f"each JVM flag starts with '-' (got {bad[0]!r})")
+        return v
+
+    @field_validator("spark_log")
+    @classmethod
+    def _spark_log(cls, v: str) -> str:
+        if v != v.strip() or any(not c.isprintable() for c in v):
+            raise ValueError("a file path without control characters or edge spaces")
         return v
 
     @field_validator("echo_topic")

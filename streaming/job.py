@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from core.windows import WindowHistogram, with_rollups
+from streaming import jvm_log
 from streaming.closed import closed_windows
 from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from streaming.archive import ArchiveWriter
 
 log = logging.getLogger("nines.stream")
+#: py4j's logger of Python callbacks (our foreachBatch sink) that fail: one line each.
+_PY4J_CALLBACKS = logging.getLogger("py4j.clientserver")
 
 #: Spark state store providers: RocksDB keeps the histograms off the JVM heap (on local disk,
 #: with a bounded cache), so the 1h windows of many series fit; "memory" is Spark's default.
@@ -127,15 +130,26 @@ def spark_session(config: StreamConfig) -> Any:
     if config.master:  # empty: spark-submit (e.g. the Spark Operator) chose the master
         builder = builder.master(config.master)
     logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per callback connection
-    with _signals_stay_ours():
-        spark = _build_session(builder, config, jar)
-    spark.sparkContext.setLogLevel("ERROR")
+    if not any(isinstance(f, jvm_log.TraceToLine) for f in _PY4J_CALLBACKS.filters):
+        _PY4J_CALLBACKS.addFilter(jvm_log.TraceToLine())
+    log4j = jvm_log.write_log4j_properties(config.spark_log)
+    try:
+        with _signals_stay_ours():
+            spark = _build_session(builder, config, jar, jvm_log.java_option(log4j))
+    finally:
+        os.unlink(log4j)  # read once, when the JVM started
+    if not config.spark_log:  # else the file keeps WARN and INFO: stderr stays one line each
+        spark.sparkContext.setLogLevel("ERROR")
     aggregator_jar.register(spark)
     return spark
 
 
-def _build_session(builder: Any, config: StreamConfig, jar: str) -> Any:
-    """``builder``'s session (the JVM starts here unless one runs already)."""
+def _build_session(builder: Any, config: StreamConfig, jar: str, log4j_option: str) -> Any:
+    """``builder``'s session (the JVM starts here unless one runs already); the driver reads
+    ``log4j_option``'s configuration unless ``jvm_options`` names one of its own."""
+    driver_options = config.jvm_options
+    if "log4j2.configurationFile" not in driver_options:
+        driver_options = f"{driver_options} {log4j_option}".strip()
     for key, value in NO_CODEGEN.items():
         builder = builder.config(key, value)
     return (
@@ -147,7 +161,7 @@ def _build_session(builder: Any, config: StreamConfig, jar: str) -> Any:
         .config("spark.jars", jar)  # a local path: the driver serves it to its executors
         # the driver's flags take effect where this process starts the JVM (local mode, not
         # under spark-submit); the executors' wherever executors are launched for this session
-        .config("spark.driver.extraJavaOptions", config.jvm_options)
+        .config("spark.driver.extraJavaOptions", driver_options)
         .config("spark.executor.extraJavaOptions", config.jvm_options)
         .config("spark.sql.streaming.stateStore.providerClass", STATE_STORES[config.state_store])
         .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILE_MANAGER)
@@ -209,6 +223,8 @@ class StreamJob:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._archive: ArchiveWriter | None = None  # made in the sink: it runs on the driver
         self._lock = threading.Lock()
+        #: what the sink raised last, if anything: the cause of a query that stops on it
+        self.sink_error: BaseException | None = None
 
     @property
     def checkpoint(self) -> str:
@@ -236,6 +252,18 @@ class StreamJob:
         return self
 
     def _sink(self, df: Any, batch_id: int) -> None:
+        try:
+            self._sink_batch(df, batch_id)
+        except BaseException as exc:  # py4j hands Spark only its text: keep it for failure()
+            self.sink_error = exc
+            raise
+
+    def failure(self) -> str:
+        """Why the query stopped, in one line (``jvm_log.failure_line``)."""
+        exc = self.query.exception() if self.query is not None else None
+        return jvm_log.failure_line(exc, self.sink_error)
+
+    def _sink_batch(self, df: Any, batch_id: int) -> None:
         windows, counters = closed_windows(df.toArrow(), self.layout, self.spec)
         windows = with_rollups(windows)
         c = self.config

@@ -37,7 +37,9 @@ def test_demo_runs_and_shows_the_quantile_table(tmp_path: Path) -> None:
     assert out.stderr == ""
     # the JVM's lines went to the log file the screen names
     assert f"Spark/JVM: {tmp_path / 'spark.log'}" in out.stdout
-    assert "log4j" in (tmp_path / "spark.log").read_text()
+    # the JVM's own lines (Java 17's "Using incubator modules") went there; Spark's log4j lines
+    # are errors only (streaming.jvm_log), so a healthy run writes no more
+    assert (tmp_path / "spark.log").stat().st_size > 0
     assert "latest closed 10s window" in out.stdout and "stopped cleanly" in out.stdout
     for column in ("samples", "p50", "p99", "p99.9", "max", "lost", "probe pause"):
         assert column in out.stdout

@@ -3,15 +3,63 @@ they run it (local[2], a 1 s watermark, every offset from the start)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from kafka_cluster import producer
+
+from core.echo import Echo, encode_record
 from core.windows import WindowHistogram
 from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
 from streaming.job import StreamJob
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def stream_cli(
+    bootstrap: str, topic: str, tmp: Path, log: Path, *flags: str
+) -> subprocess.Popen[bytes]:
+    """`nines stream` as a user starts it, in a process group of its own, its stderr to
+    ``log``, checkpoint and archive under ``tmp``; ``flags`` added."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "monitor", "stream", "--bootstrap", bootstrap,
+         "--echo-topic", topic, "--windows", "10s", "--watermark", "1s", "--trigger", "500ms",
+         "--starting-offsets", "earliest", "--checkpoint", str(tmp / "ckpt"),
+         "--archive", str(tmp / "archive"), "--metrics-port", "0", "--master", "local[2]",
+         *flags],
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "ab"),
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def send(bootstrap: str, topic: str, seqs: range, t0: int, expected: Counter[int]) -> None:
+    """Echoes of topic ``t`` at 50/s from ``t0``, counted per 10 s window in ``expected``."""
+    prod = producer(bootstrap)
+    for seq in seqs:
+        at = t0 + seq * 20_000
+        expected[at - at % 10_000_000] += 1
+        echo = Echo("p", "c", "t", seq % 2, 1, seq, 512, at, at + 5, None, at + 777)
+        prod.produce(topic, key=str(seq), value=encode_record(echo))
+    prod.flush()
+
+
+def push(bootstrap: str, topic: str, at: int) -> None:
+    """An echo far ahead on another topic: moves the watermark so every window closes."""
+    echo = Echo("p", "c", "pusher", 0, 1, 0, 512, at, at, None, at + 1)
+    prod = producer(bootstrap)
+    prod.produce(topic, value=encode_record(echo))
+    prod.flush()
 
 
 def job_config(bootstrap: str, topic: str, **overrides: Any) -> StreamConfig:

@@ -11,57 +11,20 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from kafka_cluster import producer, unique_topic
-from stream_jobs import Collector, job_config
+from kafka_cluster import unique_topic
+from stream_jobs import Collector, job_config, push, send, stream_cli
 
-from core.echo import Echo, encode_record
 from streaming.job import StreamJob
 from testkit.archive import read_windows
 
-ROOT = Path(__file__).resolve().parents[3]
 #: What must never follow a signal in the job's log.
 TRACES = ("Traceback", "Exception", "ERROR", "\tat org.apache")
-
-
-def send(bootstrap: str, topic: str, seqs: range, t0: int, expected: Counter[int]) -> None:
-    """Echoes of topic ``t`` at 50/s from ``t0``, counted per 10 s window in ``expected``."""
-    prod = producer(bootstrap)
-    for seq in seqs:
-        at = t0 + seq * 20_000
-        expected[at - at % 10_000_000] += 1
-        echo = Echo("p", "c", "t", seq % 2, 1, seq, 512, at, at + 5, None, at + 777)
-        prod.produce(topic, key=str(seq), value=encode_record(echo))
-    prod.flush()
-
-
-def push(bootstrap: str, topic: str, at: int) -> None:
-    """An echo far ahead on another topic: moves the watermark so every window closes."""
-    echo = Echo("p", "c", "pusher", 0, 1, 0, 512, at, at, None, at + 1)
-    prod = producer(bootstrap)
-    prod.produce(topic, value=encode_record(echo))
-    prod.flush()
-
-
-def start(bootstrap: str, topic: str, tmp: Path, log: Path) -> subprocess.Popen[bytes]:
-    """`nines stream` as a user starts it, in a process group of its own."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "monitor", "stream", "--bootstrap", bootstrap,
-         "--echo-topic", topic, "--windows", "10s", "--watermark", "1s", "--trigger", "500ms",
-         "--starting-offsets", "earliest", "--checkpoint", str(tmp / "ckpt"),
-         "--archive", str(tmp / "archive"), "--metrics-port", "0", "--master", "local[2]"],
-        stdout=subprocess.DEVNULL,
-        stderr=open(log, "ab"),
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        start_new_session=True,
-    )  # fmt: skip
 
 
 def wait_for(predicate: Any, proc: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
@@ -112,13 +75,13 @@ def test_sigterm_and_sigint_to_the_group_exit_0_and_restart_exactly_once(
     t0 = (int(time.time()) // 60 * 60 - 3600) * 1_000_000
     expected: Counter[int] = Counter()
     send(broker.bootstrap, topic, range(0, 1500), t0, expected)  # 30 s of echoes
-    proc = start(broker.bootstrap, topic, tmp_path, log)
+    proc = stream_cli(broker.bootstrap, topic, tmp_path, log)
     try:
         wait_for(lambda: len(archived(tmp_path)) >= 4, proc, log, 180)
         sigterm_s = stop_group(proc, signal.SIGTERM, log)
         send(broker.bootstrap, topic, range(1500, 3000), t0, expected)  # while it is down
         push(broker.bootstrap, topic, t0 + 600_000_000)
-        proc = start(broker.bootstrap, topic, tmp_path, log)
+        proc = stream_cli(broker.bootstrap, topic, tmp_path, log)
         windows = set(expected)
         wait_for(lambda: windows <= {w.window_start_us for w in archived(tmp_path)}, proc, log, 180)
         sigint_s = stop_group(proc, signal.SIGINT, log)

@@ -1,0 +1,169 @@
+"""What the stream's Spark JVM writes, and how a failed query is told: one line an event.
+
+Spark's own log4j profile writes each error with its Java stack trace to stderr (a failed batch:
+about 150 lines, 41 of them frames), so an operator's terminal or ``kubectl logs`` shows frames
+instead of the cause. The driver JVM this process starts gets this log4j2 configuration instead:
+stderr has one line per error, its message cut to ``CONSOLE_MESSAGE_CHARS`` with line ends
+escaped, and no trace; ``spark_log`` (a file, rolled at ``SPARK_LOG_BYTES``, ``SPARK_LOG_FILES``
+kept) has every event with its trace. Under spark-submit (the Spark Operator) the JVM is
+started before this code runs, and spark-submit's own log4j configuration applies.
+
+When the query stops on an error, :func:`failure_line` names its cause: the exception our
+sink raised, or the Java exception at the root of Spark's chain.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from typing import Any, Final
+
+from core.printable import printable
+
+#: The longest message a Spark event shows on stderr (a Python traceback inside a message, or a
+#: query plan, is cut there; the whole of it is in ``spark_log``).
+CONSOLE_MESSAGE_CHARS: Final = 400
+#: ``spark_log`` rolls over at this size, and keeps this many files: bounded on disk.
+SPARK_LOG_BYTES: Final = 16 * 1024 * 1024
+SPARK_LOG_FILES: Final = 2
+#: The longest cause :func:`failure_line` gives.
+FAILURE_CHARS: Final = 500
+
+#: Loggers that say nothing an operator can act on, at WARN: the Hadoop native library
+#: (absent by design) and the loopback host name (the stream sets SPARK_LOCAL_IP).
+_QUIET = {
+    "hadoop_native": "org.apache.hadoop.util.NativeCodeLoader",
+    "spark_utils": "org.apache.spark.util.Utils",
+}
+
+
+def log4j_properties(spark_log: str) -> str:
+    """The driver's log4j2 configuration: stderr one line an error; ``spark_log`` all from WARN."""
+    lines = [
+        "rootLogger.level = warn",
+        "rootLogger.appenderRef.console.ref = console",
+        "appender.console.type = Console",
+        "appender.console.name = console",
+        "appender.console.target = SYSTEM_ERR",
+        "appender.console.layout.type = PatternLayout",
+        # %enc{..}{CRLF} escapes line ends: a multi-line message stays one line; no %ex: no trace
+        "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: "
+        f"%maxLen{{%enc{{%m}}{{CRLF}}}}{{{CONSOLE_MESSAGE_CHARS}}}%n",
+        "appender.console.layout.alwaysWriteExceptions = false",
+        # Spark's warnings are routine (a batch "falling behind" its trigger): stderr has errors
+        "appender.console.filter.threshold.type = ThresholdFilter",
+        "appender.console.filter.threshold.level = error",
+    ]
+    for name, logger in _QUIET.items():
+        lines += [f"logger.{name}.name = {logger}", f"logger.{name}.level = error"]
+    if spark_log:
+        lines[1:1] = ["rootLogger.appenderRef.file.ref = file"]
+        lines += [
+            "appender.file.type = RollingFile",
+            "appender.file.name = file",
+            f"appender.file.fileName = {_escaped(spark_log)}",
+            f"appender.file.filePattern = {_escaped(spark_log)}.%i",
+            "appender.file.layout.type = PatternLayout",
+            "appender.file.layout.pattern = %d{ISO8601} %p %c: %m%n%ex",
+            "appender.file.policies.type = Policies",
+            "appender.file.policies.size.type = SizeBasedTriggeringPolicy",
+            f"appender.file.policies.size.size = {SPARK_LOG_BYTES}",
+            "appender.file.strategy.type = DefaultRolloverStrategy",
+            f"appender.file.strategy.max = {SPARK_LOG_FILES - 1}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _escaped(path: str) -> str:
+    """A path as a .properties value that log4j reads back as written (no lookups)."""
+    return path.replace("\\", "\\\\").replace("$", "$$")
+
+
+def write_log4j_properties(spark_log: str) -> str:
+    """The configuration in a file of its own (the JVM reads it once, at start); its path."""
+    fd, path = tempfile.mkstemp(prefix="nines-log4j2-", suffix=".properties")
+    with os.fdopen(fd, "w") as f:
+        f.write(log4j_properties(spark_log))
+    return path
+
+
+def java_option(path: str) -> str:
+    """The driver JVM flag that makes it read ``path``."""
+    return f"-Dlog4j2.configurationFile=file:{path}"
+
+
+class TraceToLine(logging.Filter):
+    """py4j reports a failed foreachBatch call with its traceback; the cause is told once, by
+    :func:`failure_line`, so the record keeps one line: its message and the exception's."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Fold the record's exception into its message."""
+        if record.exc_info and record.exc_info[1] is not None:
+            record.msg = f"{record.getMessage().rstrip('.')}: {one_line(record.exc_info[1])}"
+            record.args = None
+            record.exc_info = record.exc_text = None
+        return True
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: message``, printable and cut to ``FAILURE_CHARS``: the message's first line, or
+    when it carries a Python traceback (a Spark task's Python worker failed), that traceback's
+    own last line, which names the error."""
+    cause = _traceback_cause(str(exc))
+    if cause:
+        return _cut(cause)
+    text = str(exc).strip().splitlines()
+    return _cut(f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__)
+
+
+def _traceback_cause(text: str) -> str | None:
+    """The exception line of the last Python traceback in ``text`` (``Error: why``), if any:
+    its frames and source lines are indented, the exception line is the first that is not (a
+    query's own text may follow it)."""
+    at = text.rfind(_TRACEBACK)
+    if at < 0:
+        return None
+    for line in text[at + len(_TRACEBACK) :].splitlines():
+        if line.strip() and not line[0].isspace():
+            return line.strip()
+    return None
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def _cut(text: str) -> str:
+    text = printable(text)
+    return text if len(text) <= FAILURE_CHARS else text[: FAILURE_CHARS - 1] + "…"
+
+
+def java_root_cause(exc: Any) -> str | None:
+    """The innermost Java cause of a PySpark exception, as ``Class: message`` (None if it has
+    no Java side, or the JVM is gone)."""
+    # query.exception() keeps no Java origin of its own, only its converted cause's
+    cause = getattr(exc, "_cause", None)
+    throwable = getattr(exc, "_origin", None) or getattr(cause, "_origin", None)
+    if throwable is None:
+        return None
+    try:
+        seen = 0
+        while throwable.getCause() is not None and seen < 64:  # a cycle is possible in Java
+            throwable = throwable.getCause()
+            seen += 1
+        name = str(throwable.getClass().getSimpleName())
+        message = str(throwable.getMessage() or "").strip().splitlines()
+    except Exception:  # the JVM went first
+        return None
+    return _cut(f"{name}: {message[0]}" if message else name)
+
+
+def failure_line(exc: Any, sink_error: BaseException | None) -> str:
+    """Why the query stopped, in one line: our sink's own exception when it raised one (py4j
+    wraps it in Java wrapping Python text), else the Java root cause, else the exception's
+    first line."""
+    if sink_error is not None:
+        return one_line(sink_error)
+    if exc is None:
+        return "it stopped without an exception (stopped from elsewhere?)"
+    return java_root_cause(exc) or one_line(exc)
