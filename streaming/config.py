@@ -105,10 +105,12 @@ class StreamConfig(SeriesCapConfig):
         "-XX:TieredStopAtLevel=1",
         help="JVM flags of Spark's driver and executors (C1 JIT only: cheaper per micro-batch)",
     )
-    #: Spark's stderr has one line an event and no Java trace (streaming/jvm_log.py); this file
+    #: Spark's stderr has one line per error and no Java trace (streaming/jvm_log.py); this file
     #: gets every event with its trace, rolled at 16 MiB, two files kept. Empty: no file.
     spark_log: str = setting(
-        "", help="file for Spark's full log, Java traces included (stderr: a line an event)"
+        "",
+        default_text="none",
+        help="file for Spark's log with Java traces (stderr: one line per error)",
     )
     kafka: StreamKafka = setting(
         default_factory=dict, help="librdkafka settings for the echo consumer"

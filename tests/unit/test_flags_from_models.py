@@ -23,7 +23,7 @@ from probes.config import ProbeConfig
 PUBLISHED = {
     "stream": "--config --bootstrap --echo-topic --windows --watermark --digits --checkpoint "
     "--archive --metrics-port --metrics-host --web-config-file --trigger "
-    "--starting-offsets --master",
+    "--starting-offsets --master --spark-log",
     "probe": "--config --bootstrap --nats-jetstream --redis-streams --echo-bootstrap --topic "
     "--echo-topic --rate --schedule --size --cluster --probe-id --loss-timeout --duration "
     "--echo-format --metrics-host --web-config-file --metrics-port --manage-topic --rebalance "

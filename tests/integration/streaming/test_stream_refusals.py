@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 import signal
 import socket
@@ -152,7 +153,7 @@ def test_malformed_masters_generated(master: str) -> None:
     assert line.startswith("nines stream: error: stream.master: "), line
 
 
-def test_an_unwritable_checkpoint_or_archive_directory(tmp_path: Path) -> None:
+def test_an_unwritable_checkpoint_archive_or_spark_log(tmp_path: Path) -> None:
     a_file = tmp_path / "file"
     a_file.write_text("x")
     cases = {
@@ -161,7 +162,13 @@ def test_an_unwritable_checkpoint_or_archive_directory(tmp_path: Path) -> None:
         ("--archive", str(a_file / "archive")): "stream.archive: cannot create",
         ("--archive", "/sys/nines-archive"): "stream.archive: cannot create /sys/nines-archive",
         ("--checkpoint", "/proc/nines-ckpt"): "stream.checkpoint: cannot create",
+        ("--spark-log", str(a_file / "spark.log")): f"stream.spark_log: {a_file} exists and is not",
+        ("--spark-log", str(tmp_path)): "stream.spark_log: ",
+        ("--spark-log", "/dev/null"): "stream.spark_log: /dev/null exists and is not a regular",
+        ("--spark-log", "/sys/spark.log"): "stream.spark_log: cannot write in /sys",
+        ("--spark-log", f"{tmp_path}/fifo"): "stream.spark_log: ",
     }
+    os.mkfifo(tmp_path / "fifo")  # log4j would block opening it
     for flags, want in cases.items():
         line, _ = refused(stream_argv("127.0.0.1:1", "nines.echoes", *flags))
         assert line.startswith(want), (flags, line)
