@@ -36,10 +36,10 @@ from hypothesis import strategies as st
 
 from core.config import ConfigError, build
 from core.kafka_conf import PROBE_PINNED, SECRET_SETTINGS, STREAM_PINNED, Pin
+from core.labels import MAX_CLUSTER_BYTES
 from core.redact import is_secret_key
 from core.units import parse_duration_s
 from monitor.pipeline import PipelineConfig as StreamConfig
-from core.labels import MAX_CLUSTER_BYTES
 from probes.config import MAX_TOTAL_RATE, MIN_RATE, ProbeConfig
 
 CHART = Path(__file__).parents[3] / "helm" / "nines"
@@ -287,7 +287,8 @@ def test_a_cluster_is_a_kubernetes_label_value_within_the_probes_limit(cluster: 
     refusal = chart_refuses(probe_values(cluster=cluster))
     # a label value holds at most 63 characters; the product's own limit is above it
     assert (refusal is not None) == (len(cluster) > K8S_LABEL_VALUE_CHARS), (cluster, refusal)
-    assert not model_refuses(ProbeConfig, {**PROBE_BASE, "cluster": cluster[:K8S_LABEL_VALUE_CHARS]})
+    within = cluster[:K8S_LABEL_VALUE_CHARS]
+    assert not model_refuses(ProbeConfig, {**PROBE_BASE, "cluster": within})
     assert K8S_LABEL_VALUE_CHARS <= MAX_CLUSTER_BYTES
 
 
