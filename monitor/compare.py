@@ -320,6 +320,7 @@ def _run_all(
                 "metrics_port": 0,
                 "master": "local[2]",
                 "checkpoint": str(tmp / "checkpoint"),
+                "spark_log": str(tmp / "spark.log"),  # with the JVM's output (jvm_output_to)
             },
         )
         job = StreamPipeline(config, on_batch=on_batch)

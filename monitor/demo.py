@@ -252,6 +252,8 @@ def _stream_config(
         "checkpoint": str(workdir / "checkpoint"),
         "archive": str(workdir / "archive"),
         "master": "local[2]",
+        # the file the JVM's own output goes to (jvm_output_to): Spark's traces join it
+        "spark_log": str(workdir / "spark.log"),
     }
     try:
         return build(PipelineConfig, values)
