@@ -291,6 +291,8 @@ class MetricsServer:
         #: connections cut to make room for a new one, and cut at a phase's deadline
         self.evicted = 0
         self.timed_out = 0
+        #: connections accepted (a keep-alive scraper's scrapes share one)
+        self.accepted = 0
         self._thread = threading.Thread(target=self._loop, name="nines-metrics", daemon=True)
         self._thread.start()
 
@@ -367,6 +369,7 @@ class MetricsServer:
                 return
             except OSError:  # e.g. reset before accept, or out of file descriptors
                 return
+            self.accepted += 1
             if victim is not None:
                 self.evicted += 1
                 self._close(victim)
