@@ -90,6 +90,11 @@ PROTOBUF_GZIP_LEVEL = 6
 TLS_HANDSHAKE_TIMEOUT_S = 5.0
 #: Seconds a client has to send its whole request line and headers, however it trickles them.
 READ_TIMEOUT_S = 5.0
+#: Seconds a kept-alive connection (HTTP/1.1) may wait for its next request. Go's transport, which
+#: Prometheus scrapes with, keeps an idle connection 90 s (``DefaultTransport``) to 5 min
+#: (``prometheus/common``): 90 s keeps the connection of a scrape every 60 s (Prometheus'
+#: default interval) and cuts a client that forgot one within 1.5 minutes.
+KEEPALIVE_IDLE_S = 90.0
 #: Seconds a client has to read the whole response (a 5 MB gzipped scrape takes well under 1 s
 #: on any network Prometheus scrapes over).
 WRITE_TIMEOUT_S = 30.0
@@ -170,11 +175,13 @@ class _Conn:
         "closed",
         "deadline",
         "head",
+        "keep",
         "linger",
         "out",
         "phase",
         "progress_at",
         "seq",
+        "served",
         "sock",
         "tries",
     )
@@ -189,6 +196,10 @@ class _Conn:
         self.tries = 0
         #: its request was not read whole: drop the rest after the response (``_LINGER``)
         self.linger = False
+        #: keep the connection after this response (HTTP/1.1 keep-alive)
+        self.keep = False
+        #: responses written whole on it: a served one waits for its next request as kept
+        self.served = 0
         self.sock = sock
         self.addr = addr
         self.phase = phase
@@ -257,11 +268,18 @@ class MetricsServer:
         self._pending: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
         #: connections being written to, oldest first
         self._writing: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
+        #: kept-alive connections (served at least once) waiting for or reading their next
+        #: request, the least recently active first: evicted only after every incomplete one
+        #: and every stalled writer, so a flood cannot push a scraper's connection out first
+        self._kept: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
+        #: kept connections whose next request may be buffered already (pipelined, or in the
+        #: TLS layer where the selector cannot see it): stepped on the next turn
+        self._again: list[_Conn] = []
         #: (deadline, n, connection): the loop cuts each at its deadline
         self._deadlines: list[tuple[float, int, _Conn]] = []
         self._n = 0
         #: responses the handlers finished, for the loop to write
-        self._done: collections.deque[tuple[_Conn, list[bytes]]] = collections.deque()
+        self._done: collections.deque[tuple[_Conn, list[bytes], bool, bool]] = collections.deque()
         self._requests: queue.SimpleQueue[tuple[_Conn, bytes] | None] = queue.SimpleQueue()
         self._handlers: list[threading.Thread] = []
         self._idle_handlers = 0
@@ -310,13 +328,16 @@ class MetricsServer:
                     timeout = min(timeout, max(0.0, self._resume_at - time.monotonic()))
                     if time.monotonic() >= self._resume_at:
                         self._resume()
+                if self._again:
+                    timeout = 0.0
                 ready = self._sel.select(timeout)
                 turn_end = time.monotonic() + TURN_S
                 for key, _ in ready:
                     conn = key.data
                     if isinstance(conn, _Conn) and conn.phase in (_HANDSHAKE, _HEAD):
-                        self._idle.pop(conn, None)
-                        self._pending[conn] = None  # a deferred one keeps its place
+                        if not conn.served:
+                            self._idle.pop(conn, None)
+                            self._pending[conn] = None  # a deferred one keeps its place
                 if self._accepting:
                     self._accept()  # each turn, however busy: a full backlog drops SYNs (1 s)
                 steps = []
@@ -327,6 +348,8 @@ class MetricsServer:
                                 pass
                     elif key.data != "listener":
                         steps.append((key.data, events))
+                again, self._again = self._again, []
+                steps += [(conn, selectors.EVENT_READ) for conn in again]
                 # First handshake steps last, newest and oldest in turn: under a flood of
                 # ClientHellos (~1 ms of RSA each) the newest, a scrape's among them, is served
                 # within the turn and its next steps come before any other RSA (first come,
@@ -338,9 +361,9 @@ class MetricsServer:
                     if time.monotonic() > turn_end:
                         break  # the rest stay ready: the next select reports them again
                 while self._done:
-                    conn, parts = self._done.popleft()
+                    conn, parts, keep, linger = self._done.popleft()
                     if not conn.closed:
-                        self._respond(conn, parts)
+                        self._respond(conn, parts, keep, linger)
                 self._expire()
         finally:
             for conn in list(self._open):
@@ -392,8 +415,11 @@ class MetricsServer:
             self._sel.register(sock, selectors.EVENT_READ, conn)
 
     def _victim(self) -> _Conn | None:
-        """The connection to cut for a new one: the one idle longest in its handshake or head,
-        else the oldest whose bytes wait on the loop, else the oldest stalled writer."""
+        """The connection to cut for a new one: the one idle longest in its handshake or first
+        head, else the oldest whose bytes wait on the loop, else the oldest stalled writer, else
+        the kept-alive one idle longest, and that one only when no incomplete one is left to
+        wait for: a flood's junk goes before a scraper's established connection, however fast
+        the flood reconnects."""
         now = time.monotonic()
         born_by = now - EVICT_MIN_AGE_S
         for incomplete in (self._idle, self._pending):  # at most the cap: ~30 µs
@@ -401,7 +427,10 @@ class MetricsServer:
                 if conn.born <= born_by:
                     return conn
         stalled = now - STALLED_WRITE_S
-        return next((c for c in self._writing if c.progress_at <= stalled), None)
+        writer = next((c for c in self._writing if c.progress_at <= stalled), None)
+        if writer is not None or self._idle or self._pending:
+            return writer  # None: an incomplete one ages into eviction soon; wait for it
+        return next(iter(self._kept), None)
 
     def _track(self, conn: _Conn) -> None:
         self._n += 1
@@ -427,6 +456,7 @@ class MetricsServer:
         self._idle.pop(conn, None)
         self._pending.pop(conn, None)
         self._writing.pop(conn, None)
+        self._kept.pop(conn, None)
         conn.out.clear()
         conn.head = bytearray()
         with contextlib.suppress(OSError):
@@ -461,7 +491,9 @@ class MetricsServer:
         except (OSError, ValueError):  # resets, TLS errors
             self._close(conn)
         if not conn.closed and conn.phase in (_HANDSHAKE, _HEAD):
-            self._idle[conn] = None  # waits on its client again: the most recently active
+            waiting = self._kept if conn.served else self._idle
+            waiting.pop(conn, None)
+            waiting[conn] = None  # waits on its client again: the most recently active
 
     def _handshake(self, conn: _Conn) -> None:
         sock: ssl.SSLSocket = conn.sock  # type: ignore[assignment]
@@ -480,6 +512,8 @@ class MetricsServer:
         self._want(conn, selectors.EVENT_READ)
 
     def _read_head(self, conn: _Conn) -> None:
+        if self._dispatched(conn):  # a pipelined request, read with the one before
+            return
         while True:
             try:
                 data = conn.sock.recv(MAX_HEAD_BYTES + 1 - len(conn.head))
@@ -492,26 +526,39 @@ class MetricsServer:
             if not data:  # the client gave up
                 self._close(conn)
                 return
+            if conn.served and not conn.head:  # a kept one's next request: the head deadline
+                conn.deadline = time.monotonic() + READ_TIMEOUT_S
+                self._track(conn)
             conn.head += data
-            end = _head_end(conn.head)
-            if end:
-                self._dispatch(conn, bytes(conn.head[:end]))
+            if self._dispatched(conn):
                 return
             if len(conn.head) > MAX_HEAD_BYTES:
-                self._respond(conn, [_TOO_LARGE], linger=True)
+                self._respond(conn, [_TOO_LARGE], keep=False, linger=True)
                 return
             pending = getattr(conn.sock, "pending", None)
             if pending is None or not pending():
                 return  # the selector says when more comes
 
+    def _dispatched(self, conn: _Conn) -> bool:
+        """Whether a complete head was in hand and went on (what follows it stays in ``head``)."""
+        end = _head_end(conn.head)
+        if not end:
+            return False
+        head = bytes(conn.head[:end])
+        del conn.head[:end]
+        self._dispatch(conn, head)
+        return True
+
     def _dispatch(self, conn: _Conn, head: bytes) -> None:
         """A complete head: health is answered here, anything else by a handler thread."""
         line = head.split(b"\n", 1)[0].split()
         if len(line) >= 2 and line[1].decode("latin-1") in HEALTH_PATHS:
-            self._respond(conn, self._handle(conn, head))
+            self._respond(conn, *self._handle(conn, head))
             return
         with contextlib.suppress(KeyError, ValueError):
             self._sel.unregister(conn.sock)
+        self._idle.pop(conn, None)
+        self._kept.pop(conn, None)  # a request in hand is not evicted
         conn.phase = _HANDLING
         conn.deadline = float("inf")
         self._requests.put((conn, head))
@@ -526,16 +573,23 @@ class MetricsServer:
             self._handlers.append(worker)
             worker.start()
 
-    def _respond(self, conn: _Conn, parts: list[bytes], linger: bool = False) -> None:
-        """Start writing a response (then close: one request per connection)."""
+    def _respond(
+        self, conn: _Conn, parts: list[bytes], keep: bool = False, linger: bool = False
+    ) -> None:
+        """Start writing a response; then wait for the next request (``keep``), or close,
+        first reading and dropping what the client still sends (``linger``: a request not read
+        whole, whose rest would otherwise reset the connection under the response)."""
         if conn.phase == _HANDLING:
             self._sel.register(conn.sock, selectors.EVENT_WRITE, conn)
         now = time.monotonic()
         self._idle.pop(conn, None)
         self._pending.pop(conn, None)
-        conn.linger = linger
+        self._kept.pop(conn, None)
+        conn.keep = keep
+        conn.linger = not keep and (linger or bool(conn.head))
         conn.phase = _WRITING
-        conn.head = bytearray()
+        if not keep:
+            conn.head = bytearray()
         conn.out.extend(p for p in parts if p)
         conn.at = 0
         conn.progress_at = now
@@ -564,6 +618,9 @@ class MetricsServer:
             if conn.at >= len(part):
                 conn.out.popleft()
                 conn.at = 0
+        if conn.keep:
+            self._keep(conn)
+            return
         if not conn.linger:
             self._close(conn)  # all written; the kernel sends the rest
             return
@@ -574,6 +631,18 @@ class MetricsServer:
         self._track(conn)
         self._idle[conn] = None  # the first to evict
         self._want(conn, selectors.EVENT_READ)
+
+    def _keep(self, conn: _Conn) -> None:
+        """A response written whole on a kept-alive connection: wait for the next request."""
+        self._writing.pop(conn, None)
+        conn.served += 1
+        conn.keep = False
+        conn.phase = _HEAD
+        conn.deadline = time.monotonic() + (READ_TIMEOUT_S if conn.head else KEEPALIVE_IDLE_S)
+        self._track(conn)
+        self._kept[conn] = None
+        self._want(conn, selectors.EVENT_READ)
+        self._again.append(conn)  # a pipelined request may be in hand or in the TLS layer
 
     def _linger(self, conn: _Conn) -> None:
         while True:
@@ -598,21 +667,23 @@ class MetricsServer:
                 return
             conn, head = item
             parts: list[bytes] = []
+            keep, linger = False, False
             try:
-                parts = self._handle(conn, head)
+                parts, keep, linger = self._handle(conn, head)
             except Exception:
                 log.exception("/metrics: a request failed")
             finally:
                 with self._lock:
                     self._idle_handlers += 1
-            self._done.append((conn, parts))
+            self._done.append((conn, parts, keep, linger))
             self._wake()
 
-    def _handle(self, conn: _Conn, head: bytes) -> list[bytes]:
-        """The response to one request head, as the parts to write."""
+    def _handle(self, conn: _Conn, head: bytes) -> tuple[list[bytes], bool, bool]:
+        """The response to one request head, as the parts to write; whether the connection is
+        kept for another request; whether a body of the request is still to come (dropped)."""
         out = _Collect()
-        _Handler((head, out), conn.addr, self)  # type: ignore[arg-type]  # needs no socketserver
-        return out.parts
+        handler = _Handler((head, out), conn.addr, self)  # type: ignore[arg-type]  # no socketserver
+        return out.parts, not handler.close_connection, handler.has_body
 
     def _render(self, render: Callable[[], Body]) -> Body | None:
         """The body (raw), or None when no renderer came free within ``RENDER_WAIT_S``."""
@@ -716,14 +787,49 @@ class _Handler(BaseHTTPRequestHandler):
 
     server: MetricsServer  # type: ignore[assignment]
     wfile: _Collect  # type: ignore[assignment]
+    #: HTTP/1.1: a connection is kept unless the client says ``Connection: close`` (or is
+    #: HTTP/1.0 without ``Connection: keep-alive``); ``parse_request`` decides
+    protocol_version = "HTTP/1.1"
+    #: the request announced a body: it is not read, so the connection is not kept
+    has_body = False
+    #: a ``Connection`` header went out already (``send_error`` sends its own)
+    _said_connection = False
 
     def setup(self) -> None:
         head, out = self.request
         self.rfile = io.BytesIO(head)
         self.wfile = out
 
+    def handle(self) -> None:
+        self.handle_one_request()  # one head; the loop reads the next one
+
     def finish(self) -> None:
         pass  # nothing buffered: every write was collected
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        if ok:
+            length = self.headers.get("Content-Length", "0").strip()
+            self.has_body = "Transfer-Encoding" in self.headers or length not in ("", "0")
+            if self.has_body:
+                self.close_connection = True
+        return ok
+
+    def handle_expect_100(self) -> bool:
+        return True  # no interim 100: the body is never read, the answer comes at once
+
+    def send_header(self, keyword: str, value: str) -> None:
+        if keyword.lower() == "connection":
+            self._said_connection = True
+        super().send_header(keyword, value)
+
+    def end_headers(self) -> None:
+        if not self._said_connection:
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            elif self.request_version == "HTTP/1.0":
+                self.send_header("Connection", "keep-alive")
+        super().end_headers()
 
     def do_HEAD(self) -> None:
         self.do_GET()
