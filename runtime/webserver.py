@@ -160,7 +160,7 @@ _HANDSHAKE, _HEAD, _HANDLING, _WRITING = "handshake", "head", "handling", "writi
 #: closes, so that closing does not reset the connection before the client has the response
 _LINGER = "linger"
 _TOO_LARGE = (
-    b"HTTP/1.0 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
     b"Content-Length: 24\r\nConnection: close\r\n\r\nRequest head too large\r\n"
 )
 
