@@ -25,6 +25,7 @@ import argparse
 import base64
 import contextlib
 import errno
+import http.client
 import json
 import os
 import resource
@@ -38,7 +39,6 @@ import subprocess
 import sys
 import threading
 import time
-import http.client
 import urllib.error
 import urllib.request
 from collections import Counter

@@ -36,7 +36,9 @@ def serve(servers: list[ws.MetricsServer], **kwargs: object) -> ws.MetricsServer
     return server
 
 
-def read_response(sock: socket.socket, head_only: bool = False) -> tuple[bytes, dict[str, str], bytes]:
+def read_response(
+    sock: socket.socket, head_only: bool = False
+) -> tuple[bytes, dict[str, str], bytes]:
     """One response off ``sock``: (status line, headers, body by its Content-Length)."""
     data = b""
     while b"\r\n\r\n" not in data:
