@@ -412,13 +412,18 @@ def main() -> int:
     p.add_argument("--tls", type=Path, help="a directory for throwaway TLS material")
     p.add_argument("--key", choices=["rsa", "ec"], default="rsa", help="the server's key (TLS)")
     p.add_argument("--tickets", type=int, default=None, help="session tickets the server issues")
+    p.add_argument("--turn-s", type=float, help="the loop's work per turn (webserver.TURN_S)")
     p.add_argument("--scrapers", default="fresh,kept", help="fresh and/or kept (keep-alive)")
     p.add_argument("--seconds", type=float, default=15.0)
     p.add_argument("--reopen-s", type=float, default=0.5)
     args = p.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import runtime.webserver as ws
     from runtime.webconfig import load_web_config
     from runtime.webserver import MetricsServer
+
+    if args.turn_s is not None:
+        ws.TURN_S = args.turn_s
 
     raise_own_open_files(args.idle + args.trickle + args.hello + args.churn + 200)
     web, ca = None, None
