@@ -62,9 +62,10 @@ other sessions' work; docs/architecture.md has the table and the rules' reasons)
   0.05 of a core (TLS 0.16-0.21). Its limit is the signature: a flood of nothing but fresh
   ClientHellos, faster than the loop signs, is a CPU attack, and a scrape that needs a new
   handshake then loses to it: 1,100 connections that each send a ClientHello, take the signed
-  answer, reset and reconnect at once (``--churn 1100``; load 5-6) left 23 of 42 fresh-connection
-  scrapes answered (RSA 2048; ECDSA P-256, a quarter of the CPU a handshake: 29 of 46); over a
-  kept-alive connection, 58 of 58 (median 36 ms, max 82 ms), on one connection.
+  answer, reset and reconnect at once (``--churn 1100``; load 3-7) left 14-24 of 35-43
+  fresh-connection scrapes answered (RSA 2048; ECDSA P-256, a quarter of the CPU a handshake:
+  26-29 of 43-46); over a kept-alive connection, every one (56-58, median 18-28 ms, max
+  66-331 ms), on one connection.
 """
 
 from __future__ import annotations
