@@ -105,11 +105,12 @@ PROTOBUF_GZIP_LEVEL = 6
 TLS_HANDSHAKE_TIMEOUT_S = 5.0
 #: Seconds a client has to send its whole request line and headers, however it trickles them.
 READ_TIMEOUT_S = 5.0
-#: Seconds a kept-alive connection (HTTP/1.1) may wait for its next request. Go's transport, which
-#: Prometheus scrapes with, keeps an idle connection 90 s (``DefaultTransport``) to 5 min
-#: (``prometheus/common``): 90 s keeps the connection of a scrape every 60 s (Prometheus'
-#: default interval) and cuts a client that forgot one within 1.5 minutes.
-KEEPALIVE_IDLE_S = 90.0
+#: Seconds a kept-alive connection (HTTP/1.1) may wait for its next request: above the 5 min
+#: Prometheus keeps an idle scrape connection (``prometheus/common``'s default
+#: ``idleConnTimeout``), so every connection Prometheus keeps is kept here too, and Prometheus
+#: closes first (no scrape sent into a close). A forgotten connection holds a socket 5.5 min at
+#: most, and at the cap goes once no incomplete connection is left to evict.
+KEEPALIVE_IDLE_S = 330.0
 #: Seconds a client has to read the whole response (a 5 MB gzipped scrape takes well under 1 s
 #: on any network Prometheus scrapes over).
 WRITE_TIMEOUT_S = 30.0
