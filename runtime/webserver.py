@@ -13,11 +13,21 @@ client that connects and sends nothing stalls every scrape and the shutdown. Her
 - each phase has a deadline: the handshake ``TLS_HANDSHAKE_TIMEOUT_S``, then the whole request
   head ``READ_TIMEOUT_S`` (Go's ``ReadHeaderTimeout``: a slowloris that sends a byte a second is
   cut), then the whole response ``WRITE_TIMEOUT_S`` (a client that reads slowly is cut);
+- HTTP/1.1 keep-alive: a connection is kept after its response unless the client says
+  ``Connection: close`` (or is HTTP/1.0 without ``Connection: keep-alive``, or sent a body,
+  which is never read), and waits ``KEEPALIVE_IDLE_S`` for its next request, whose head then has
+  ``READ_TIMEOUT_S``; pipelined requests are answered in order. Prometheus keeps its scrape
+  connection (Go's transport), so its scrapes pay no TLS handshake: a flood of handshakes, a CPU
+  attack no scheduling wins (see below), does not reach them. No cap of requests per
+  connection: nothing grows with them (the head buffer is reused), and Go's server has none;
 - at most ``MAX_CONNECTIONS`` connections are open. At the cap, a new connection evicts the one
-  idle longest in its handshake or head (then the oldest whose bytes wait on the loop, then the
-  oldest writer that has taken no byte for ``STALLED_WRITE_S``), never one younger than
+  idle longest in its handshake or first head (then the oldest whose bytes wait on the loop,
+  then the oldest writer that has taken no byte for ``STALLED_WRITE_S``), never one younger than
   ``EVICT_MIN_AGE_S``, so a new scrape always gets in: a flood from the scraper's own address
-  (127.0.0.1) cannot keep it out, which a limit per address could not promise;
+  (127.0.0.1) cannot keep it out, which a limit per address could not promise. A kept
+  connection (served at least once) goes last, the least recently used first, and only when
+  no incomplete one is left to age into eviction: a flood's junk goes before a scraper's
+  established connection, however fast the flood reconnects;
 - a turn of the loop works at most ``TURN_S``, then accepts; in a turn, reads and writes come
   first, then handshakes under way, then first handshake steps (the RSA), newest and oldest in
   turn;
@@ -34,7 +44,7 @@ client that connects and sends nothing stalls every scrape and the shutdown. Her
 - a scraper whose ``Accept`` asks for the delimited protobuf format (``core.promproto``: how
   native histograms reach Prometheus) gets the ``protobuf`` body when the server has one, through
   the same renderers and the same compression cache; any other scraper gets the text format;
-- ``HEAD`` answers as ``GET`` without the body; one request per connection (HTTP/1.0);
+- ``HEAD`` answers as ``GET`` without the body;
 - ``close()`` stops accepting and cuts every open connection, so SIGTERM ends the process at once.
 
 Chosen by measurement (``python tests/metrics_flood.py [--tls DIR --idle 400 --trickle 300
@@ -49,8 +59,13 @@ other sessions' work; docs/architecture.md has the table and the rules' reasons)
   threads, and nothing bounds them but the flood's size;
 - this loop (load 7-12): every scrape answered, median 5-69 ms, max 512 ms (TLS, 400 of the
   1,100 mid-handshake and reopened after 1 s: median 67-81 ms, max 0.76-1.64 s), 5 threads,
-  0.05 of a core (TLS 0.16-0.21). Its limit is RSA: a flood of nothing but fresh ClientHellos,
-  faster than the loop signs, is a CPU attack and cuts some scrapes (16-20 of 20-21 answered).
+  0.05 of a core (TLS 0.16-0.21). Its limit is the signature: a flood of nothing but fresh
+  ClientHellos, faster than the loop signs, is a CPU attack, and a scrape that needs a new
+  handshake then loses to it: 1,100 connections that each send a ClientHello, take the signed
+  answer, reset and reconnect at once (``--churn 1100``; load 3-7) left 14-24 of 35-43
+  fresh-connection scrapes answered (RSA 2048; ECDSA P-256, a quarter of the CPU a handshake:
+  26-29 of 43-46); over a kept-alive connection, every one (56-58, median 18-28 ms, max
+  66-331 ms), on one connection.
 """
 
 from __future__ import annotations
@@ -90,6 +105,12 @@ PROTOBUF_GZIP_LEVEL = 6
 TLS_HANDSHAKE_TIMEOUT_S = 5.0
 #: Seconds a client has to send its whole request line and headers, however it trickles them.
 READ_TIMEOUT_S = 5.0
+#: Seconds a kept-alive connection (HTTP/1.1) may wait for its next request: above the 5 min
+#: Prometheus keeps an idle scrape connection (``prometheus/common``'s default
+#: ``idleConnTimeout``), so every connection Prometheus keeps is kept here too, and Prometheus
+#: closes first (no scrape sent into a close). A forgotten connection holds a socket 5.5 min at
+#: most, and at the cap goes once no incomplete connection is left to evict.
+KEEPALIVE_IDLE_S = 330.0
 #: Seconds a client has to read the whole response (a 5 MB gzipped scrape takes well under 1 s
 #: on any network Prometheus scrapes over).
 WRITE_TIMEOUT_S = 30.0
@@ -116,9 +137,12 @@ LINGER_S = 1.0
 LISTEN_BACKLOG = 4096
 #: Connections accepted per turn of the loop, so a connect storm cannot starve the reads.
 ACCEPT_BATCH = 128
-#: Seconds of handshakes, reads and writes per turn of the loop before it accepts again: a
-#: flood of ClientHellos costs ~1 ms of RSA each, and a turn through 400 of them left the
-#: listen backlog to overflow (a dropped SYN costs a scrape 1 s, then 3 s).
+#: Seconds of handshakes, reads and writes per turn of the loop before it accepts and reads
+#: again: a flood of ClientHellos costs ~1 ms of RSA each, and a turn through 400 of them left
+#: the listen backlog to overflow (a dropped SYN costs a scrape 1 s, then 3 s). A kept
+#: connection's request waits for the next turn: under a churn flood of 1,100 a kept scrape's
+#: median was 20 ms here and 11 ms at 0.01 (load 5-6), but at 0.01 scrapes on new connections
+#: were reset more often under the mixed TLS flood (7 of 156 against 1 of 109): not taken.
 TURN_S = 0.02
 #: Threads that handle complete requests (credentials, render, compression), started as needed.
 MAX_HANDLERS = 8
@@ -155,7 +179,7 @@ _HANDSHAKE, _HEAD, _HANDLING, _WRITING = "handshake", "head", "handling", "writi
 #: closes, so that closing does not reset the connection before the client has the response
 _LINGER = "linger"
 _TOO_LARGE = (
-    b"HTTP/1.0 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
     b"Content-Length: 24\r\nConnection: close\r\n\r\nRequest head too large\r\n"
 )
 
@@ -170,11 +194,13 @@ class _Conn:
         "closed",
         "deadline",
         "head",
+        "keep",
         "linger",
         "out",
         "phase",
         "progress_at",
         "seq",
+        "served",
         "sock",
         "tries",
     )
@@ -189,6 +215,10 @@ class _Conn:
         self.tries = 0
         #: its request was not read whole: drop the rest after the response (``_LINGER``)
         self.linger = False
+        #: keep the connection after this response (HTTP/1.1 keep-alive)
+        self.keep = False
+        #: responses written whole on it: a served one waits for its next request as kept
+        self.served = 0
         self.sock = sock
         self.addr = addr
         self.phase = phase
@@ -257,11 +287,18 @@ class MetricsServer:
         self._pending: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
         #: connections being written to, oldest first
         self._writing: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
+        #: kept-alive connections (served at least once) waiting for or reading their next
+        #: request, the least recently active first: evicted only after every incomplete one
+        #: and every stalled writer, so a flood cannot push a scraper's connection out first
+        self._kept: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
+        #: kept connections whose next request may be buffered already (pipelined, or in the
+        #: TLS layer where the selector cannot see it): stepped on the next turn
+        self._again: list[_Conn] = []
         #: (deadline, n, connection): the loop cuts each at its deadline
         self._deadlines: list[tuple[float, int, _Conn]] = []
         self._n = 0
         #: responses the handlers finished, for the loop to write
-        self._done: collections.deque[tuple[_Conn, list[bytes]]] = collections.deque()
+        self._done: collections.deque[tuple[_Conn, list[bytes], bool, bool]] = collections.deque()
         self._requests: queue.SimpleQueue[tuple[_Conn, bytes] | None] = queue.SimpleQueue()
         self._handlers: list[threading.Thread] = []
         self._idle_handlers = 0
@@ -291,6 +328,8 @@ class MetricsServer:
         #: connections cut to make room for a new one, and cut at a phase's deadline
         self.evicted = 0
         self.timed_out = 0
+        #: connections accepted (a keep-alive scraper's scrapes share one)
+        self.accepted = 0
         self._thread = threading.Thread(target=self._loop, name="nines-metrics", daemon=True)
         self._thread.start()
 
@@ -308,11 +347,14 @@ class MetricsServer:
                     timeout = min(timeout, max(0.0, self._resume_at - time.monotonic()))
                     if time.monotonic() >= self._resume_at:
                         self._resume()
+                if self._again:
+                    timeout = 0.0
                 ready = self._sel.select(timeout)
                 turn_end = time.monotonic() + TURN_S
                 for key, _ in ready:
                     conn = key.data
-                    if isinstance(conn, _Conn) and conn.phase in (_HANDSHAKE, _HEAD):
+                    incomplete = isinstance(conn, _Conn) and not conn.served
+                    if incomplete and conn.phase in (_HANDSHAKE, _HEAD):
                         self._idle.pop(conn, None)
                         self._pending[conn] = None  # a deferred one keeps its place
                 if self._accepting:
@@ -325,6 +367,8 @@ class MetricsServer:
                                 pass
                     elif key.data != "listener":
                         steps.append((key.data, events))
+                again, self._again = self._again, []
+                steps += [(conn, selectors.EVENT_READ) for conn in again]
                 # First handshake steps last, newest and oldest in turn: under a flood of
                 # ClientHellos (~1 ms of RSA each) the newest, a scrape's among them, is served
                 # within the turn and its next steps come before any other RSA (first come,
@@ -333,12 +377,10 @@ class MetricsServer:
                 steps = _both_ends(sorted(steps, key=_priority))
                 for conn, events in steps:
                     self._step(conn, events)
+                    self._answer_done()  # a rendered answer goes out between handshakes
                     if time.monotonic() > turn_end:
                         break  # the rest stay ready: the next select reports them again
-                while self._done:
-                    conn, parts = self._done.popleft()
-                    if not conn.closed:
-                        self._respond(conn, parts)
+                self._answer_done()
                 self._expire()
         finally:
             for conn in list(self._open):
@@ -346,6 +388,13 @@ class MetricsServer:
                     conn.sock.shutdown(socket.SHUT_RDWR)
                 self._close(conn)
             self._sel.close()
+
+    def _answer_done(self) -> None:
+        """Start writing the responses the handlers finished."""
+        while self._done:
+            conn, parts, keep, linger = self._done.popleft()
+            if not conn.closed:
+                self._respond(conn, parts, keep, linger)
 
     def _wake(self) -> None:
         with contextlib.suppress(OSError):  # full: the loop is awake already
@@ -367,6 +416,7 @@ class MetricsServer:
                 return
             except OSError:  # e.g. reset before accept, or out of file descriptors
                 return
+            self.accepted += 1
             if victim is not None:
                 self.evicted += 1
                 self._close(victim)
@@ -389,8 +439,11 @@ class MetricsServer:
             self._sel.register(sock, selectors.EVENT_READ, conn)
 
     def _victim(self) -> _Conn | None:
-        """The connection to cut for a new one: the one idle longest in its handshake or head,
-        else the oldest whose bytes wait on the loop, else the oldest stalled writer."""
+        """The connection to cut for a new one: the one idle longest in its handshake or first
+        head, else the oldest whose bytes wait on the loop, else the oldest stalled writer, else
+        the kept-alive one idle longest, and that one only when no incomplete one is left to
+        wait for: a flood's junk goes before a scraper's established connection, however fast
+        the flood reconnects."""
         now = time.monotonic()
         born_by = now - EVICT_MIN_AGE_S
         for incomplete in (self._idle, self._pending):  # at most the cap: ~30 µs
@@ -398,7 +451,10 @@ class MetricsServer:
                 if conn.born <= born_by:
                     return conn
         stalled = now - STALLED_WRITE_S
-        return next((c for c in self._writing if c.progress_at <= stalled), None)
+        writer = next((c for c in self._writing if c.progress_at <= stalled), None)
+        if writer is not None or self._idle or self._pending:
+            return writer  # None: an incomplete one ages into eviction soon; wait for it
+        return next(iter(self._kept), None)
 
     def _track(self, conn: _Conn) -> None:
         self._n += 1
@@ -424,6 +480,7 @@ class MetricsServer:
         self._idle.pop(conn, None)
         self._pending.pop(conn, None)
         self._writing.pop(conn, None)
+        self._kept.pop(conn, None)
         conn.out.clear()
         conn.head = bytearray()
         with contextlib.suppress(OSError):
@@ -458,7 +515,9 @@ class MetricsServer:
         except (OSError, ValueError):  # resets, TLS errors
             self._close(conn)
         if not conn.closed and conn.phase in (_HANDSHAKE, _HEAD):
-            self._idle[conn] = None  # waits on its client again: the most recently active
+            waiting = self._kept if conn.served else self._idle
+            waiting.pop(conn, None)
+            waiting[conn] = None  # waits on its client again: the most recently active
 
     def _handshake(self, conn: _Conn) -> None:
         sock: ssl.SSLSocket = conn.sock  # type: ignore[assignment]
@@ -477,6 +536,8 @@ class MetricsServer:
         self._want(conn, selectors.EVENT_READ)
 
     def _read_head(self, conn: _Conn) -> None:
+        if self._dispatched(conn):  # a pipelined request, read with the one before
+            return
         while True:
             try:
                 data = conn.sock.recv(MAX_HEAD_BYTES + 1 - len(conn.head))
@@ -489,26 +550,39 @@ class MetricsServer:
             if not data:  # the client gave up
                 self._close(conn)
                 return
+            if conn.served and not conn.head:  # a kept one's next request: the head deadline
+                conn.deadline = time.monotonic() + READ_TIMEOUT_S
+                self._track(conn)
             conn.head += data
-            end = _head_end(conn.head)
-            if end:
-                self._dispatch(conn, bytes(conn.head[:end]))
+            if self._dispatched(conn):
                 return
             if len(conn.head) > MAX_HEAD_BYTES:
-                self._respond(conn, [_TOO_LARGE], linger=True)
+                self._respond(conn, [_TOO_LARGE], keep=False, linger=True)
                 return
             pending = getattr(conn.sock, "pending", None)
             if pending is None or not pending():
                 return  # the selector says when more comes
 
+    def _dispatched(self, conn: _Conn) -> bool:
+        """Whether a complete head was in hand and went on (what follows it stays in ``head``)."""
+        end = _head_end(conn.head)
+        if not end:
+            return False
+        head = bytes(conn.head[:end])
+        del conn.head[:end]
+        self._dispatch(conn, head)
+        return True
+
     def _dispatch(self, conn: _Conn, head: bytes) -> None:
         """A complete head: health is answered here, anything else by a handler thread."""
         line = head.split(b"\n", 1)[0].split()
         if len(line) >= 2 and line[1].decode("latin-1") in HEALTH_PATHS:
-            self._respond(conn, self._handle(conn, head))
+            self._respond(conn, *self._handle(conn, head))
             return
         with contextlib.suppress(KeyError, ValueError):
             self._sel.unregister(conn.sock)
+        self._idle.pop(conn, None)
+        self._kept.pop(conn, None)  # a request in hand is not evicted
         conn.phase = _HANDLING
         conn.deadline = float("inf")
         self._requests.put((conn, head))
@@ -523,16 +597,23 @@ class MetricsServer:
             self._handlers.append(worker)
             worker.start()
 
-    def _respond(self, conn: _Conn, parts: list[bytes], linger: bool = False) -> None:
-        """Start writing a response (then close: one request per connection)."""
+    def _respond(
+        self, conn: _Conn, parts: list[bytes], keep: bool = False, linger: bool = False
+    ) -> None:
+        """Start writing a response; then wait for the next request (``keep``), or close,
+        first reading and dropping what the client still sends (``linger``: a request not read
+        whole, whose rest would otherwise reset the connection under the response)."""
         if conn.phase == _HANDLING:
             self._sel.register(conn.sock, selectors.EVENT_WRITE, conn)
         now = time.monotonic()
         self._idle.pop(conn, None)
         self._pending.pop(conn, None)
-        conn.linger = linger
+        self._kept.pop(conn, None)
+        conn.keep = keep
+        conn.linger = not keep and (linger or bool(conn.head))
         conn.phase = _WRITING
-        conn.head = bytearray()
+        if not keep:
+            conn.head = bytearray()
         conn.out.extend(p for p in parts if p)
         conn.at = 0
         conn.progress_at = now
@@ -561,6 +642,9 @@ class MetricsServer:
             if conn.at >= len(part):
                 conn.out.popleft()
                 conn.at = 0
+        if conn.keep:
+            self._keep(conn)
+            return
         if not conn.linger:
             self._close(conn)  # all written; the kernel sends the rest
             return
@@ -571,6 +655,18 @@ class MetricsServer:
         self._track(conn)
         self._idle[conn] = None  # the first to evict
         self._want(conn, selectors.EVENT_READ)
+
+    def _keep(self, conn: _Conn) -> None:
+        """A response written whole on a kept-alive connection: wait for the next request."""
+        self._writing.pop(conn, None)
+        conn.served += 1
+        conn.keep = False
+        conn.phase = _HEAD
+        conn.deadline = time.monotonic() + (READ_TIMEOUT_S if conn.head else KEEPALIVE_IDLE_S)
+        self._track(conn)
+        self._kept[conn] = None
+        self._want(conn, selectors.EVENT_READ)
+        self._again.append(conn)  # a pipelined request may be in hand or in the TLS layer
 
     def _linger(self, conn: _Conn) -> None:
         while True:
@@ -595,21 +691,23 @@ class MetricsServer:
                 return
             conn, head = item
             parts: list[bytes] = []
+            keep, linger = False, False
             try:
-                parts = self._handle(conn, head)
+                parts, keep, linger = self._handle(conn, head)
             except Exception:
                 log.exception("/metrics: a request failed")
             finally:
                 with self._lock:
                     self._idle_handlers += 1
-            self._done.append((conn, parts))
+            self._done.append((conn, parts, keep, linger))
             self._wake()
 
-    def _handle(self, conn: _Conn, head: bytes) -> list[bytes]:
-        """The response to one request head, as the parts to write."""
+    def _handle(self, conn: _Conn, head: bytes) -> tuple[list[bytes], bool, bool]:
+        """The response to one request head, as the parts to write; whether the connection is
+        kept for another request; whether a body of the request is still to come (dropped)."""
         out = _Collect()
-        _Handler((head, out), conn.addr, self)  # type: ignore[arg-type]  # needs no socketserver
-        return out.parts
+        handler = _Handler((head, out), conn.addr, self)  # type: ignore[arg-type]  # no socketserver
+        return out.parts, not handler.close_connection, handler.has_body
 
     def _render(self, render: Callable[[], Body]) -> Body | None:
         """The body (raw), or None when no renderer came free within ``RENDER_WAIT_S``."""
@@ -713,14 +811,49 @@ class _Handler(BaseHTTPRequestHandler):
 
     server: MetricsServer  # type: ignore[assignment]
     wfile: _Collect  # type: ignore[assignment]
+    #: HTTP/1.1: a connection is kept unless the client says ``Connection: close`` (or is
+    #: HTTP/1.0 without ``Connection: keep-alive``); ``parse_request`` decides
+    protocol_version = "HTTP/1.1"
+    #: the request announced a body: it is not read, so the connection is not kept
+    has_body = False
+    #: a ``Connection`` header went out already (``send_error`` sends its own)
+    _said_connection = False
 
     def setup(self) -> None:
         head, out = self.request
         self.rfile = io.BytesIO(head)
         self.wfile = out
 
+    def handle(self) -> None:
+        self.handle_one_request()  # one head; the loop reads the next one
+
     def finish(self) -> None:
         pass  # nothing buffered: every write was collected
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        if ok:
+            length = self.headers.get("Content-Length", "0").strip()
+            self.has_body = "Transfer-Encoding" in self.headers or length not in ("", "0")
+            if self.has_body:
+                self.close_connection = True
+        return ok
+
+    def handle_expect_100(self) -> bool:
+        return True  # no interim 100: the body is never read, the answer comes at once
+
+    def send_header(self, keyword: str, value: str) -> None:
+        if keyword.lower() == "connection":
+            self._said_connection = True
+        super().send_header(keyword, value)
+
+    def end_headers(self) -> None:
+        if not self._said_connection:
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            elif self.request_version == "HTTP/1.0":
+                self.send_header("Connection", "keep-alive")
+        super().end_headers()
 
     def do_HEAD(self) -> None:
         self.do_GET()

@@ -9,10 +9,14 @@ Each connection is one of:
 - ``idle``: connects and sends nothing (for TLS: the handshake never starts);
 - ``trickle``: sends its bytes one every ``trickle_s`` and never ends them: a request head for
   plain HTTP (slowloris), a TLS ClientHello for TLS (a handshake that never completes);
-- ``hello``: sends a whole TLS ClientHello at once, then nothing (stopped mid-handshake).
+- ``hello``: sends a whole TLS ClientHello at once, then nothing (stopped mid-handshake);
+- ``churn``: sends a whole TLS ClientHello, reads the server's first flight (the server has
+  done its signature, the expensive part) and drops the connection at once, then reopens it: a
+  CPU attack, each connection a signature, as fast as the server signs.
 
-A connection the server cuts is reopened ``reopen_s`` later, as an attacker would; the flood is
-bounded in time (``duration_s``) and in connections opened (``max_opens``).
+A connection the server cuts is reopened ``reopen_s`` later, as an attacker would (``churn``:
+``churn_s`` after it dropped it); the flood is bounded in time (``duration_s``) and in
+connections opened (``max_opens``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import argparse
 import base64
 import contextlib
 import errno
+import http.client
 import json
 import os
 import resource
@@ -29,6 +34,7 @@ import signal
 import socket
 import ssl
 import statistics
+import struct
 import subprocess
 import sys
 import threading
@@ -42,11 +48,16 @@ from pathlib import Path
 HOST = "127.0.0.1"
 #: The request head a plain-HTTP trickler sends a byte at a time (it never ends).
 SLOW_HEAD = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 4000
+#: SO_LINGER on, 0 s: close() resets the connection.
+LINGER_RESET = struct.pack("ii", 1, 0)
+#: Distinct ClientHellos a TLS flood sends in turn.
+HELLOS = 16
 
 
 def client_hello() -> bytes:
-    """The bytes of a TLS ClientHello (made once and sent on every connection: the server cannot
-    tell, and the flood pays no crypto per connection)."""
+    """The bytes of a fresh TLS ClientHello (its own random and key share). The flood makes a few
+    and sends them again and again: the server cannot tell (it signs its own random each time),
+    and the flood pays no crypto per connection."""
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
@@ -86,9 +97,13 @@ class Flood:
     reopen_s: float = 0.5
     trickle_s: float = 1.0
     max_opens: int = 20_000
+    #: seconds a ``churn`` connection waits before it reopens after dropping its handshake
+    churn_s: float = 0.0
     #: a TLS server: ``trickle`` sends a ClientHello, not a request head
     tls: bool = False
     hello: bytes = b""
+    #: the ClientHellos sent in turn (``hello`` alone when set)
+    hellos: list[bytes] = field(default_factory=list)
     seen: Counter[str] = field(default_factory=Counter)
     #: most flood connections the client had open at once
     peak_open: int = 0
@@ -100,7 +115,8 @@ class Flood:
         """Start the flood in a process of its own."""
         spec = {"port": self.port, "kinds": self.kinds, "duration_s": self.duration_s,
                 "reopen_s": self.reopen_s, "trickle_s": self.trickle_s,
-                "max_opens": self.max_opens, "tls": self.tls}  # fmt: skip
+                "max_opens": self.max_opens, "tls": self.tls,
+                "churn_s": self.churn_s}  # fmt: skip
         self._proc = subprocess.Popen(
             [sys.executable, __file__, "--flood-child", json.dumps(spec)],
             stdout=subprocess.PIPE,
@@ -120,7 +136,9 @@ class Flood:
     def run_here(self) -> dict[str, int]:
         """The flood in this process until SIGTERM or its duration (the child's side)."""
         if self.tls and not self.hello:
-            self.hello = client_hello()
+            self.hellos = [client_hello() for _ in range(HELLOS)]
+            self.hello = self.hellos[0]
+        self.hellos = self.hellos or [self.hello]
         signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
         self._run()
         return {**self.seen, "peak_open": self.peak_open}
@@ -132,8 +150,8 @@ class Flood:
         self.stop()
 
     def _payload(self, kind: str) -> bytes:
-        if kind == "hello":
-            return self.hello
+        if kind in ("hello", "churn"):
+            return self.hellos[self.seen["opened"] % len(self.hellos)]
         if kind == "trickle":
             return self.hello or SLOW_HEAD
         return b""
@@ -175,9 +193,9 @@ class Flood:
                         events = selectors.EVENT_READ  # refused: handled as cut below
                     else:
                         sel.modify(c.sock, selectors.EVENT_READ, c)
-                        if c.kind == "hello":
+                        if c.kind in ("hello", "churn"):
                             with contextlib.suppress(OSError):
-                                c.sock.send(self.hello)
+                                c.sock.send(self._payload(c.kind))
                 if events & selectors.EVENT_READ:
                     try:
                         n = c.sock.recv_into(buf)
@@ -185,14 +203,17 @@ class Flood:
                         continue
                     except OSError:
                         n = 0
-                    if n == 0:  # cut by the server
-                        self.seen["cut"] += 1
+                    if n == 0 or c.kind == "churn":  # cut by the server, or dropped
+                        self.seen["dropped" if n else "cut"] += 1
                         sel.unregister(c.sock)
+                        if n:  # a reset: no TIME_WAIT left behind on either side
+                            c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_RESET)
                         c.sock.close()
                         del live[id(c)]
-                        reopen.append((time.monotonic() + self.reopen_s, c.kind, c.slot))
+                        wait = self.churn_s if n else self.reopen_s
+                        reopen.append((time.monotonic() + wait, c.kind, c.slot))
             now = time.monotonic()
-            if reopen and reopen[0][0] <= now:
+            if reopen:
                 due = [r for r in reopen if r[0] <= now]
                 reopen = [r for r in reopen if r[0] > now]
                 for _, kind, slot in due:
@@ -217,7 +238,9 @@ class Flood:
 
 @dataclass
 class Scraper:
-    """GETs ``path`` every ``every_s`` on a connection of its own, timing each (None: failed)."""
+    """GETs ``path`` every ``every_s``, timing each (None: failed): on a new connection each time,
+    or (``keep_alive``) on one connection kept open between scrapes, as Prometheus does (Go's
+    ``net/http`` transport), opened again only when the server closes it."""
 
     port: int
     path: str = "/metrics"
@@ -225,26 +248,74 @@ class Scraper:
     timeout_s: float = 5.0
     ca: Path | None = None
     password: str | None = None
+    keep_alive: bool = False
     times_s: list[float | None] = field(default_factory=list)
     statuses: Counter[int] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
+    #: connections the scraper opened (keep-alive: 1 while the server keeps it)
+    connections: int = 0
+    _conn: http.client.HTTPConnection | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
-    def one(self) -> tuple[int, float]:
-        scheme = "https" if self.ca else "http"
-        req = urllib.request.Request(f"{scheme}://{HOST}:{self.port}{self.path}")
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept-Encoding": "gzip"}
         if self.password is not None:
             token = base64.b64encode(f"prometheus:{self.password}".encode()).decode()
-            req.add_header("Authorization", f"Basic {token}")
+            headers["Authorization"] = f"Basic {token}"
+        return headers
+
+    def one(self) -> tuple[int, float]:
+        if self.keep_alive:
+            return self._kept()
+        scheme = "https" if self.ca else "http"
+        req = urllib.request.Request(f"{scheme}://{HOST}:{self.port}{self.path}")
+        for name, value in self._headers().items():
+            req.add_header(name, value)
         ctx = ssl.create_default_context(cafile=str(self.ca)) if self.ca else None
         start = time.monotonic()
+        self.connections += 1
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s, context=ctx) as resp:
                 resp.read()
                 return resp.status, time.monotonic() - start
         except urllib.error.HTTPError as err:
             return err.code, time.monotonic() - start
+
+    def _kept(self) -> tuple[int, float]:
+        """One request on the kept connection. Like Go's transport, a request that found the
+        kept connection closed by the server (nothing answered) is sent once more on a new one."""
+        start = time.monotonic()
+        for attempt in (0, 1):
+            fresh = self._conn is None
+            if self._conn is None:
+                self.connections += 1
+                if self.ca:
+                    ctx = ssl.create_default_context(cafile=str(self.ca))
+                    self._conn = http.client.HTTPSConnection(
+                        HOST, self.port, timeout=self.timeout_s, context=ctx
+                    )
+                else:
+                    self._conn = http.client.HTTPConnection(HOST, self.port, timeout=self.timeout_s)
+            try:
+                self._conn.request("GET", self.path, headers=self._headers())
+                resp = self._conn.getresponse()
+                resp.read()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                self._conn.close()
+                self._conn = None
+                if fresh or attempt:
+                    raise
+                continue
+            except Exception:
+                self._conn.close()
+                self._conn = None
+                raise
+            if resp.will_close:
+                self._conn.close()
+                self._conn = None
+            return resp.status, time.monotonic() - start
+        raise AssertionError("unreachable")
 
     def up(self) -> bool:
         """Whether one request is answered 200 now."""
@@ -266,6 +337,13 @@ class Scraper:
                 self.times_s.append(None)
             self._stop.wait(max(0.0, self.every_s - (time.monotonic() - started)))
 
+    def reset(self) -> None:
+        """Count afresh from now (a kept connection open now counts as one)."""
+        self.times_s.clear()
+        self.statuses.clear()
+        self.errors.clear()
+        self.connections = int(self._conn is not None)
+
     def start(self) -> Scraper:
         self._thread = threading.Thread(target=self._run, name="scraper", daemon=True)
         self._thread.start()
@@ -274,7 +352,10 @@ class Scraper:
     def stop(self) -> list[float | None]:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(self.timeout_s + 5)
+            self._thread.join(2 * self.timeout_s + 5)
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
         return self.times_s
 
     def summary(self) -> str:
@@ -283,7 +364,8 @@ class Scraper:
             return f"0/{len(self.times_s)} answered"
         return (
             f"{len(ok)}/{len(self.times_s)} answered, median {statistics.median(ok) * 1e3:.1f} ms,"
-            f" max {ok[-1] * 1e3:.1f} ms, over 1 s {sum(t > 1 for t in ok)}"
+            f" max {ok[-1] * 1e3:.1f} ms, over 1 s {sum(t > 1 for t in ok)},"
+            f" {self.connections} connection(s)"
         )
 
 
@@ -304,47 +386,86 @@ def _flood_child(spec: str) -> int:
     return 0
 
 
+def _ec_material(directory: Path) -> tuple[Path, Path]:
+    """An ECDSA P-256 self-signed certificate for 127.0.0.1 (key, cert): the cheaper signature."""
+    directory.mkdir(parents=True, exist_ok=True)
+    key, cert = directory / "ec.key", directory / "ec.crt"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj",
+         "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return key, cert
+
+
 def main() -> int:
     """Serve a body with this checkout's ``runtime.webserver`` in this process, flood it, print
-    the scrape latencies, the server's threads and the CPU of server and flood."""
+    the scrape latencies (a scraper on a new connection each time and one that keeps its
+    connection, as Prometheus does), the server's threads and the CPU of server and flood."""
     p = argparse.ArgumentParser(description=main.__doc__)
     p.add_argument("--idle", type=int, default=550)
     p.add_argument("--trickle", type=int, default=550)
     p.add_argument("--hello", type=int, default=0, help="mid-handshake connections (TLS)")
+    p.add_argument("--churn", type=int, default=0, help="ClientHello, drop, reopen (TLS)")
+    p.add_argument("--churn-s", type=float, default=0.0, help="seconds before a churn reopens")
     p.add_argument("--tls", type=Path, help="a directory for throwaway TLS material")
+    p.add_argument("--key", choices=["rsa", "ec"], default="rsa", help="the server's key (TLS)")
+    p.add_argument("--tickets", type=int, default=None, help="session tickets the server issues")
+    p.add_argument("--turn-s", type=float, help="the loop's work per turn (webserver.TURN_S)")
+    p.add_argument("--scrapers", default="fresh,kept", help="fresh and/or kept (keep-alive)")
     p.add_argument("--seconds", type=float, default=15.0)
     p.add_argument("--reopen-s", type=float, default=0.5)
     args = p.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import runtime.webserver as ws
     from runtime.webconfig import load_web_config
     from runtime.webserver import MetricsServer
 
-    raise_own_open_files(args.idle + args.trickle + args.hello + 200)
+    if args.turn_s is not None:
+        ws.TURN_S = args.turn_s
+
+    raise_own_open_files(args.idle + args.trickle + args.hello + args.churn + 200)
     web, ca = None, None
     if args.tls:
         from tls_material import make_tls
 
         tls = make_tls(args.tls)
+        key, cert, ca = tls.key, tls.cert, tls.ca
+        if args.key == "ec":
+            key, cert = _ec_material(args.tls)
+            ca = cert
         (args.tls / "web.yml").write_text(
-            f"tls_server_config:\n  cert_file: {tls.cert}\n  key_file: {tls.key}\n"
+            f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n"
         )
-        web, ca = load_web_config(args.tls / "web.yml"), tls.ca
+        web = load_web_config(args.tls / "web.yml")
     body = b"# TYPE x gauge\n" + b"".join(b'x{i="%d"} 1\n' % i for i in range(2000))
     server = MetricsServer(lambda: body, HOST, 0, web)
+    if args.tickets is not None and server._tls is not None:
+        server._tls.num_tickets = args.tickets
     pid = os.getpid()
-    kinds = {"idle": args.idle, "trickle": args.trickle, "hello": args.hello}
+    kinds = {"idle": args.idle, "trickle": args.trickle, "hello": args.hello, "churn": args.churn}
     flood = Flood(server.port, {k: n for k, n in kinds.items() if n}, args.seconds + 10,
-                  reopen_s=args.reopen_s, tls=web is not None)  # fmt: skip
-    scraper = Scraper(server.port, ca=ca, timeout_s=10)
+                  reopen_s=args.reopen_s, tls=web is not None, churn_s=args.churn_s,
+                  max_opens=10**7)  # fmt: skip
+    scrapers = {
+        name: Scraper(server.port, ca=ca, timeout_s=10, keep_alive=name == "kept")
+        for name in args.scrapers.split(",")
+    }
+    for scraper in scrapers.values():  # scraping before the flood, as Prometheus would be
+        scraper.start()
+    time.sleep(1.0)
     cpu0, t0 = _cpu_s(pid), time.monotonic()
     flood.start()
     time.sleep(1.0)
-    scraper.start()
+    for scraper in scrapers.values():
+        scraper.reset()
     threads = 0
     while time.monotonic() - t0 < args.seconds:
         time.sleep(0.5)
         threads = max(threads, _threads(pid))
-    scraper.stop()
+    for scraper in scrapers.values():
+        scraper.stop()
     assert flood._proc is not None
     flood_cpu = _cpu_s(flood._proc.pid) / (time.monotonic() - t0)
     cpu = (_cpu_s(pid) - cpu0) / (time.monotonic() - t0)
@@ -352,9 +473,12 @@ def main() -> int:
     server.close()
     with open("/proc/loadavg") as f:
         load = f.read().split()[:3]
-    print(f"scrapes: {scraper.summary()}; statuses {dict(scraper.statuses)} {dict(scraper.errors)}")
-    print(f"flood: {seen}; server threads (max): {threads}; CPU (of a core): server and "
-          f"scraper {cpu:.2f}, flood {flood_cpu:.2f}; load {' '.join(load)}")  # fmt: skip
+    for name, scraper in scrapers.items():
+        print(f"{name} scrapes: {scraper.summary()}; statuses {dict(scraper.statuses)} "
+              f"{dict(scraper.errors)}")  # fmt: skip
+    print(f"flood: {seen}; server: accepted {server.accepted}, evicted {server.evicted}, timed "
+          f"out {server.timed_out}, threads (max) {threads}; CPU (of a core): server and "
+          f"scrapers {cpu:.2f}, flood {flood_cpu:.2f}; load {' '.join(load)}")  # fmt: skip
     return 0
 
 

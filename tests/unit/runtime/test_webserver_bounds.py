@@ -92,14 +92,14 @@ def test_head_behind_tls_and_basic_auth(tmp_path: Path, servers: list[ws.Metrics
 def test_other_methods_are_still_refused(servers: list[ws.MetricsServer]) -> None:
     server = ws.MetricsServer(lambda: BODY, "127.0.0.1", 0)
     servers.append(server)
-    assert raw(server.port, b"POST /metrics HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.0 501")
+    assert raw(server.port, b"POST /metrics HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 501")
 
 
 def test_a_head_past_its_bound_is_answered_431(servers: list[ws.MetricsServer]) -> None:
     server = ws.MetricsServer(lambda: BODY, "127.0.0.1", 0)
     servers.append(server)
     request = b"GET /metrics HTTP/1.0\r\nX-Big: " + b"a" * ws.MAX_HEAD_BYTES + b"\r\n\r\n"
-    assert raw(server.port, request).startswith(b"HTTP/1.0 431")
+    assert raw(server.port, request).startswith(b"HTTP/1.1 431")
 
 
 def open_or_cut(sock: socket.socket, within_s: float = 0.5) -> str:
@@ -129,7 +129,7 @@ def test_at_the_cap_the_connection_idle_longest_goes_first(
     time.sleep(0.1)
     assert [open_or_cut(s, 0.2) for s in socks] == ["open", "cut", "open", "open"]
     newcomer.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")  # a scrape at the cap gets in
-    assert newcomer.recv(65536).startswith(b"HTTP/1.0 200")
+    assert newcomer.recv(65536).startswith(b"HTTP/1.1 200")
     assert server.evicted == 1
     for s in [*socks, newcomer]:
         s.close()
@@ -159,7 +159,7 @@ def test_a_request_being_served_is_never_evicted(
     answer = b""
     while chunk := scrape.recv(65536):
         answer += chunk
-    assert answer.startswith(b"HTTP/1.0 200") and answer.endswith(BODY)
+    assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(BODY)
     for s in [scrape, *flood]:
         s.close()
 
@@ -175,7 +175,7 @@ def test_a_burst_beyond_the_cap_waits_rather_than_evict_young_connections(
     start = time.monotonic()
     late = socket.create_connection(("127.0.0.1", server.port), timeout=5)  # in the backlog
     late.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
-    assert late.recv(65536).startswith(b"HTTP/1.0 200")
+    assert late.recv(65536).startswith(b"HTTP/1.1 200")
     assert 0.4 < time.monotonic() - start < 2.0  # it waited until the first were old enough
     assert [open_or_cut(s, 0.2) for s in first].count("cut") == 1 and server.evicted == 1
     for s in [*first, late]:
