@@ -42,6 +42,9 @@ MAX_ARCHIVE_CHUNK_BYTES = 256 * MiB
 #: A row's bucket arrays: the widest ``core.hdr.HdrLayout`` (4 digits, 1 µs to 2**63 - 1 µs)
 #: has 819,201 buckets (overflow included); a row's own layout bounds it further.
 MAX_ARCHIVE_ROW_BUCKETS = 819_201
+#: Buckets in one column chunk (row group) of an archive file, as its footer and pages declare
+#: them: what one batch of a row group over ``ARCHIVE_BATCH_VALUES`` may decode (128 MiB).
+MAX_ARCHIVE_CHUNK_BUCKETS = 16 * MiB
 #: Buckets (per bucket column) the archive reader decodes at once, and the most the writer puts
 #: in one row group: a read's working memory beyond the windows it returns is one such batch.
 ARCHIVE_BATCH_VALUES = 1 * MiB

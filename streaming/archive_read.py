@@ -30,6 +30,7 @@ from core.windows import SeriesKey, WindowHistogram
 from runtime.files import (
     ARCHIVE_BATCH_ROWS,
     ARCHIVE_BATCH_VALUES,
+    MAX_ARCHIVE_CHUNK_BUCKETS,
     MAX_ARCHIVE_CHUNK_BYTES,
     MAX_ARCHIVE_FILE_BYTES,
     MAX_ARCHIVE_FOOTER_BYTES,
@@ -39,6 +40,7 @@ from runtime.files import (
     open_regular,
     size_text,
 )
+from streaming.archive_pages import PageError, check_pages
 from streaming.archive_files import (
     DAY_US,
     FILE_SCHEMA,
@@ -122,6 +124,12 @@ def _read_open(path: Path, source: Any, columns: list[str]) -> Iterator[pa.Recor
         raise _unreadable(path, exc) from None
     for g in range(meta.num_row_groups):
         rows = _row_group_batch_rows(path, meta, g)
+        try:
+            check_pages(source.fileno(), meta.row_group(g), set(wanted))
+        except PageError as exc:
+            raise ArchiveError(path, f"row group {g}: {exc}") from None
+        except OSError as exc:
+            raise _unreadable(path, exc) from None
         batches = pf.iter_batches(batch_size=rows, row_groups=[g], columns=wanted)
         while True:
             try:
@@ -173,14 +181,17 @@ def _row_group_batch_rows(path: Path, meta: pq.FileMetaData, g: int) -> int:
         if size < 0 or size > MAX_ARCHIVE_CHUNK_BYTES:
             cap = size_text(MAX_ARCHIVE_CHUNK_BYTES)
             raise ArchiveError(path, f"{where}: {name} declares {size} bytes, over its cap of {cap}")
-        if name.split(".")[0] in _BUCKETS:
-            if values > max(rows, 1) * MAX_ARCHIVE_ROW_BUCKETS:
-                raise ArchiveError(
-                    path,
-                    f"{where}: {name} declares {values} buckets in {rows} rows, over "
-                    f"{MAX_ARCHIVE_ROW_BUCKETS} a row",
-                )
-            most_buckets = max(most_buckets, values)
+        if name.split(".")[0] not in _BUCKETS:
+            if values != rows:  # one value a row (null or not), as the pages must agree
+                raise ArchiveError(path, f"{where}: {name} declares {values} values in {rows} rows")
+            continue
+        if values > min(max(rows, 1) * MAX_ARCHIVE_ROW_BUCKETS, MAX_ARCHIVE_CHUNK_BUCKETS):
+            raise ArchiveError(
+                path,
+                f"{where}: {name} declares {values} buckets in {rows} rows, over "
+                f"{MAX_ARCHIVE_ROW_BUCKETS} a row or {MAX_ARCHIVE_CHUNK_BUCKETS} a row group",
+            )
+        most_buckets = max(most_buckets, values)
     if most_buckets <= ARCHIVE_BATCH_VALUES:  # any batch of it holds at most that: read it whole
         return max(1, min(rows, ARCHIVE_BATCH_ROWS))
     return max(1, ARCHIVE_BATCH_VALUES // MAX_ARCHIVE_ROW_BUCKETS)  # one row may hold them all
