@@ -182,6 +182,5 @@ def check_pages(fd: int, row_group: pq.RowGroupMetaData, columns: set[str]) -> N
             raise PageError(f"{name}: pages hold {values} values, the footer says {chunk.num_values}")
         if uncompressed > chunk.total_uncompressed_size:
             raise PageError(
-                f"{name}: pages declare {uncompressed} bytes, the footer "
-                f"{chunk.total_uncompressed_size}"
+                f"{name}: pages declare more than the footer's {chunk.total_uncompressed_size} bytes"
             )
