@@ -199,7 +199,9 @@ def compact_dir(directory: str | Path) -> Path | None:
     return out
 
 
-def _checked_batches(directory: Path, names: list[str], resolution: str) -> Iterator[pa.RecordBatch]:
+def _checked_batches(
+    directory: Path, names: list[str], resolution: str
+) -> Iterator[pa.RecordBatch]:
     """Every row of the files ``names``, in order, batch by batch, each batch's rows checked as
     the reader checks them (a bad row raises ArchiveError before its batch is yielded)."""
     span_us = resolution_span_us(resolution)

@@ -179,8 +179,8 @@ def check_pages(fd: int, row_group: pq.RowGroupMetaData, columns: set[str]) -> N
         if pos != end:
             raise PageError(f"{name}: pages end at byte {pos}, not {end} as the footer says")
         if values != chunk.num_values:
-            raise PageError(f"{name}: pages hold {values} values, the footer says {chunk.num_values}")
-        if uncompressed > chunk.total_uncompressed_size:
             raise PageError(
-                f"{name}: pages declare more than the footer's {chunk.total_uncompressed_size} bytes"
+                f"{name}: pages hold {values} values, the footer says {chunk.num_values}"
             )
+        if uncompressed > (declared := chunk.total_uncompressed_size):
+            raise PageError(f"{name}: pages declare more than the footer's {declared} bytes")

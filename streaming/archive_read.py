@@ -36,11 +36,10 @@ from runtime.files import (
     MAX_ARCHIVE_FOOTER_BYTES,
     MAX_ARCHIVE_ROW_BUCKETS,
     MAX_ARCHIVE_ROW_GROUP_BYTES,
-    MiB,
+    KiB,
     open_regular,
     size_text,
 )
-from streaming.archive_pages import PageError, check_pages
 from streaming.archive_files import (
     DAY_US,
     FILE_SCHEMA,
@@ -53,6 +52,7 @@ from streaming.archive_files import (
     key_value,
     select_files,
 )
+from streaming.archive_pages import PageError, check_pages
 
 
 @dataclass
@@ -71,7 +71,7 @@ _BUCKETS = ("bucket_index", "bucket_count")
 #: No label the stream writes is longer (core.labels: a topic name).
 _MAX_LABEL_BYTES = max(MAX_LABEL_BYTES.values())
 #: pyarrow's buffered reads: a column chunk streams through this much, never read whole.
-_READ_BUFFER_BYTES = 1 * MiB
+_READ_BUFFER_BYTES = 256 * KiB
 
 
 def iter_batches(path: Path, columns: Sequence[str] = READ_COLUMNS) -> Iterator[pa.RecordBatch]:
@@ -180,7 +180,9 @@ def _row_group_batch_rows(path: Path, meta: pq.FileMetaData, g: int) -> int:
     for name, size, values in sizes:
         if size < 0 or size > MAX_ARCHIVE_CHUNK_BYTES:
             cap = size_text(MAX_ARCHIVE_CHUNK_BYTES)
-            raise ArchiveError(path, f"{where}: {name} declares {size} bytes, over its cap of {cap}")
+            raise ArchiveError(
+                path, f"{where}: {name} declares {size} bytes, over its cap of {cap}"
+            )
         if name.split(".")[0] not in _BUCKETS:
             if values != rows:  # one value a row (null or not), as the pages must agree
                 raise ArchiveError(path, f"{where}: {name} declares {values} values in {rows} rows")
@@ -238,7 +240,9 @@ def check_row(r: dict[str, Any], span_us: int | None, layout: HdrLayout) -> str 
     if len(index) != len(count):
         return f"bucket_index has {len(index)} entries but bucket_count {len(count)}"
     if len(index) > layout.overflow_index + 1:
-        return f"bucket_index has {len(index)} entries, over the layout's {layout.overflow_index + 1}"
+        return (
+            f"bucket_index has {len(index)} entries, over the layout's {layout.overflow_index + 1}"
+        )
     if r["window_end_us"] <= r["window_start_us"]:
         return "window_end_us is not after window_start_us"
     if span_us is not None and r["window_end_us"] - r["window_start_us"] != span_us:
@@ -302,7 +306,9 @@ def batch_windows(
     """The windows of one batch of ``path`` (its rows numbered from ``first_row``), each checked."""
     try:
         scalars = {
-            c: batch.column(c).to_pylist() for c in batch.schema.names if c not in (*_BUCKETS, "hdr")
+            c: batch.column(c).to_pylist()
+            for c in batch.schema.names
+            if c not in (*_BUCKETS, "hdr")
         }
         buckets = {c: _list_rows(batch.column(c)) for c in _BUCKETS}
     except _DECODE_ERRORS as exc:
@@ -346,7 +352,11 @@ def _list_rows(col: pa.Array) -> tuple[Any, Any, Any, set[int]]:
     holey: set[int] = set()
     if inner.null_count:
         rows = pc.list_parent_indices(col).to_numpy()
-        nulls = inner.slice(offsets[0], offsets[-1] - offsets[0]).is_null().to_numpy(zero_copy_only=False)
+        nulls = (
+            inner.slice(offsets[0], offsets[-1] - offsets[0])
+            .is_null()
+            .to_numpy(zero_copy_only=False)
+        )
         holey = {int(x) for x in np.unique(rows[nulls])}
         inner = inner.fill_null(0)
     values = inner.to_numpy()

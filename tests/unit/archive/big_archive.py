@@ -32,9 +32,9 @@ SPAN_US = 10_000_000
 def table(rows: int, buckets: int, seed: int = 0, first: int = 0) -> pa.Table:
     """``rows`` windows of 10s (one series each of 50 partitions) of ``buckets`` buckets each."""
     rng = np.random.default_rng(seed)
-    # strictly increasing, below the overflow bucket: gaps of 1..4 (the layout has 23,553)
-    index = np.cumsum(rng.integers(1, 5, (rows, buckets)), axis=1) - 1
-    assert int(index.max()) < LAYOUT.overflow_index
+    # strictly increasing, below the overflow bucket (the layout has 23,553 buckets)
+    top = LAYOUT.overflow_index
+    index = np.sort(rng.random((rows, top)).argpartition(buckets, axis=1)[:, :buckets], axis=1)
     count = rng.integers(1, 100, (rows, buckets))
     n = np.arange(first, first + rows)
     start = T0_US + (n // 50) * SPAN_US
