@@ -403,16 +403,38 @@ def scan_windows(
     brokers: bool = False,
     skip_bad: bool = False,
 ) -> ArchiveRead:
-    """Archived windows overlapping [start_us, end_us), optionally of one resolution.
+    """Archived windows overlapping [start_us, end_us), optionally of one resolution, sorted.
 
     Files are chosen by path (resolution, date, hour) and name before any is opened. A bad file
     raises ArchiveError, or with ``skip_bad`` is left out whole and listed in ``bad``. Per-broker
     rollups only with ``brokers``: they hold the same samples as the partitions.
     """
-    root = Path(archive_dir)
     found = ArchiveRead()
+    bad = found.bad if skip_bad else None
+    found.windows = sorted(
+        iter_windows(archive_dir, resolution, start_us, end_us, brokers, bad),
+        key=lambda w: w.sort_key,
+    )
+    return found
+
+
+def iter_windows(
+    archive_dir: str | Path,
+    resolution: str | None = None,
+    start_us: int | None = None,
+    end_us: int | None = None,
+    brokers: bool = False,
+    bad: list[ArchiveError] | None = None,
+) -> Iterator[WindowHistogram]:
+    """``scan_windows``' windows one partition directory (an hour) at a time, in path order:
+    a caller that merges as it goes (``nines slo``) holds an hour, not the span.
+
+    A directory's windows come once all its files are read and checked (a compaction racing the
+    read plans it again). A bad file raises ArchiveError, or, given ``bad``, is appended there.
+    """
+    root = Path(archive_dir)
     if not root.is_dir():
-        return found
+        return
     layouts: dict[tuple[int, int, int], HdrLayout] = {}
     for res_dir in sorted(root.glob("resolution=*")):
         res = key_value(res_dir.name, "resolution") or ""
@@ -421,21 +443,19 @@ def scan_windows(
         span_us = resolution_span_us(res)
         if span_us is None:
             err = ArchiveError(res_dir, "not a resolution (resolution=10s, 1m, 1h, ...)")
-            if not skip_bad:
+            if bad is None:
                 raise err
-            found.bad.append(err)
+            bad.append(err)
             continue
         for directory, part_us in _candidate_dirs(res_dir, span_us, start_us, end_us):
-            for w in _read_dir(directory, res, span_us, part_us, layouts, found, skip_bad):
+            for w in _read_dir(directory, res, span_us, part_us, layouts, bad):
                 if start_us is not None and w.window_end_us <= start_us:
                     continue
                 if end_us is not None and w.window_start_us >= end_us:
                     continue
                 if w.series.broker and not brokers:
                     continue
-                found.windows.append(w)
-    found.windows.sort(key=lambda w: w.sort_key)
-    return found
+                yield w
 
 
 def _read_dir(
@@ -444,8 +464,7 @@ def _read_dir(
     span_us: int,
     part_us: tuple[int, int] | None,
     layouts: dict[tuple[int, int, int], HdrLayout],
-    found: ArchiveRead,
-    skip_bad: bool,
+    found_bad: list[ArchiveError] | None,
 ) -> list[WindowHistogram]:
     """One partition directory's windows; re-planned if a compaction or prune ran meanwhile."""
     for _attempt in range(5):
@@ -457,9 +476,9 @@ def _read_dir(
             chosen = select_files(names)
         except ArchiveError as exc:
             err = ArchiveError(directory / exc.path, exc.reason)
-            if not skip_bad:
+            if found_bad is None:
                 raise err from None
-            found.bad.append(err)
+            found_bad.append(err)
             return []
         out: list[WindowHistogram] = []
         bad: list[ArchiveError] = []
@@ -470,12 +489,13 @@ def _read_dir(
                         file_windows(directory / name, resolution, span_us, part_us, layouts)
                     )
                 except ArchiveError as exc:
-                    if not skip_bad:
+                    if found_bad is None:
                         raise
                     bad.append(exc)
         except FileNotFoundError:
             continue  # a compaction replaced the file: plan the directory again
-        found.bad.extend(bad)
+        if found_bad is not None:
+            found_bad.extend(bad)
         return out
     raise ArchiveError(directory, "changed under every one of 5 reads")
 

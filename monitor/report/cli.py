@@ -14,7 +14,8 @@ from pathlib import Path
 from core.config import ConfigError
 from core.units import parse_duration_s
 from monitor.report.curves import merge_curves, select
-from monitor.report.load import finest_resolution, load_windows, skipped_note
+from monitor.report.load import finest_resolution, load_windows, skipped_note, stream_windows
+from streaming.archive_files import ArchiveError
 
 REPORT_EXAMPLES = """examples:
   nines report --archive /data/archive --out latency.png
@@ -161,7 +162,7 @@ def run_slo(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from core.printable import printable
-    from monitor.slo import attainment
+    from monitor.slo import attainments
     from runtime.config_io import load_sla
 
     sla = load_sla(args.sla)
@@ -172,12 +173,13 @@ def run_slo(args: argparse.Namespace) -> int:
         raise ConfigError(f"since: {exc}") from None
     resolution = args.resolution or finest_resolution(archive)
     start = int((time.time() - since_s) * 1e6)
-    windows, bad = load_windows(archive, resolution, start, None, args.skip_bad, "slo")
+    bad: list[ArchiveError] = []
+    windows = stream_windows(archive, resolution, start, None, args.skip_bad, "slo", bad)
+    rows = attainments(sla.objectives, windows)  # an hour of windows at a time, merged
     table = Table(title=f"SLO attainment, last {args.since}, from merged {resolution} histograms")
     for col in ("objective", "target", "samples", "attained", "met"):
         table.add_column(col)
-    for o in sla.objectives:
-        r = attainment(o, windows)
+    for o, r in zip(sla.objectives, rows, strict=True):
         value = r.get("value")
         shown = (
             "—" if value is None else (f"{value:.6g}" if isinstance(value, float) else str(value))

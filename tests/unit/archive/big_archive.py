@@ -63,12 +63,15 @@ def table(rows: int, buckets: int, seed: int = 0, first: int = 0) -> pa.Table:
     return pa.table({f.name: pa.array(cols[f.name], f.type) for f in FILE_SCHEMA}, FILE_SCHEMA)
 
 
-def write_file(path: Path, groups: int, rows_per_group: int, buckets: int) -> Path:
-    """An archive file of ``groups`` row groups (see the module)."""
+def write_file(
+    path: Path, groups: int, rows_per_group: int, buckets: int, first: int = 0
+) -> Path:
+    """An archive file of ``groups`` row groups (see the module), its rows numbered from
+    ``first`` (row n starts 10s window n // 50)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with pq.ParquetWriter(path, FILE_SCHEMA, **WRITE_OPTIONS) as writer:
         for g in range(groups):
-            t = table(rows_per_group, buckets, seed=g, first=g * rows_per_group)
+            t = table(rows_per_group, buckets, seed=g, first=first + g * rows_per_group)
             writer.write_table(t, row_group_size=rows_per_group)
     return path
 

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -21,13 +22,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.hdr import HdrLayout, SparseHistogram
+from core.sla import parse_sla
 from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram
 from runtime.files import ARCHIVE_BATCH_VALUES, MAX_ARCHIVE_ROW_BUCKETS, MiB
 from streaming.archive import WRITE_OPTIONS, compact_dir, write_windows
 from streaming.archive_files import FILE_SCHEMA, READ_COLUMNS, ArchiveError, hour_dir
-from streaming.archive_read import file_windows, scan_windows
+from monitor.slo import attainment, attainments
+from streaming.archive_read import file_windows, iter_windows, scan_windows
 from tests.unit.archive import big_archive
-from tests.unit.archive.big_archive import SPAN_US, T0_US
+from tests.unit.archive.big_archive import HOUR_US, SPAN_US, T0_US
 
 REPO = Path(__file__).resolve().parents[3]
 #: One batch's bucket columns decoded: what a read may hold beyond the windows it returns.
@@ -201,3 +204,35 @@ def test_a_null_inside_a_bucket_array_is_named(tmp_path: Path) -> None:
     pq.write_table(pa.Table.from_pylist(rows, schema=FILE_SCHEMA), path, **WRITE_OPTIONS)
     with pytest.raises(ArchiveError, match=r"batch-000000001\.parquet: row 3: bucket_count holds"):
         file_windows(path, "10s", SPAN_US, None, {})
+
+
+def test_slo_merges_an_hour_at_a_time_with_the_same_attainment(tmp_path: Path) -> None:
+    hours, rows, buckets = 16, 50, 2000
+    for h in range(hours):  # one window of 50 partitions in each hour of a day
+        first = h * (HOUR_US // SPAN_US) * 50
+        path = hour_dir(tmp_path, "10s", T0_US + h * HOUR_US) / "batch-000000001.parquet"
+        big_archive.write_file(path, 1, rows, buckets, first=first)
+    sla = parse_sla(
+        {
+            "windows": ["10s"],
+            "objectives": [
+                {"name": "fast", "quantile": 0.99, "threshold": "10ms", "window": "10s"},
+                {"name": "cap", "max": "1s", "window": "10s"},
+                {"name": "p7", "partition": 7, "max": "1h", "window": "10s"},
+                {"name": "loss", "loss_ratio": 0.01},
+            ],
+        }
+    )
+    listed = scan_windows(tmp_path).windows
+    expected = [attainment(o, listed) for o in sla.objectives]
+    held = sum(w.hist.index.nbytes + w.hist.count.nbytes for w in listed)
+    assert held == hours * rows * buckets * 16
+    del listed
+    tracemalloc.start()
+    try:
+        got = attainments(sla.objectives, iter_windows(tmp_path))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got == expected and got[0]["samples"] > 0 and got[2]["samples"] > 0
+    assert peak <= held / 4, (peak, held)  # an hour and one merged window per objective
