@@ -63,9 +63,7 @@ def table(rows: int, buckets: int, seed: int = 0, first: int = 0) -> pa.Table:
     return pa.table({f.name: pa.array(cols[f.name], f.type) for f in FILE_SCHEMA}, FILE_SCHEMA)
 
 
-def write_file(
-    path: Path, groups: int, rows_per_group: int, buckets: int, first: int = 0
-) -> Path:
+def write_file(path: Path, groups: int, rows_per_group: int, buckets: int, first: int = 0) -> Path:
     """An archive file of ``groups`` row groups (see the module), its rows numbered from
     ``first`` (row n starts 10s window n // 50)."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -24,10 +24,10 @@ import pytest
 from core.hdr import HdrLayout, SparseHistogram
 from core.sla import parse_sla
 from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram
+from monitor.slo import attainment, attainments
 from runtime.files import ARCHIVE_BATCH_VALUES, MAX_ARCHIVE_ROW_BUCKETS, MiB
 from streaming.archive import WRITE_OPTIONS, compact_dir, write_windows
 from streaming.archive_files import FILE_SCHEMA, READ_COLUMNS, ArchiveError, hour_dir
-from monitor.slo import attainment, attainments
 from streaming.archive_read import file_windows, iter_windows, scan_windows
 from tests.unit.archive import big_archive
 from tests.unit.archive.big_archive import HOUR_US, SPAN_US, T0_US
