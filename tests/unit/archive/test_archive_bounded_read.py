@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from core.hdr import HdrLayout, SparseHistogram
+from core.hdr import HdrLayout, LayoutError, SparseHistogram
 from core.sla import parse_sla
 from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram
 from monitor.slo import attainment, attainments
@@ -236,3 +236,11 @@ def test_slo_merges_an_hour_at_a_time_with_the_same_attainment(tmp_path: Path) -
         tracemalloc.stop()
     assert got == expected and got[0]["samples"] > 0 and got[2]["samples"] > 0
     assert peak <= held / 4, (peak, held)  # an hour and one merged window per objective
+
+
+def test_the_row_bucket_cap_is_the_widest_layouts_bucket_count() -> None:
+    # the archive's highest_us is an int64 and digits at most 4: no row's layout is wider
+    widest = HdrLayout(lowest_us=1, highest_us=2**63 - 1, digits=4)
+    assert widest.overflow_index + 1 == MAX_ARCHIVE_ROW_BUCKETS
+    with pytest.raises(LayoutError):
+        HdrLayout(digits=5)
