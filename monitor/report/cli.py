@@ -13,6 +13,7 @@ from pathlib import Path
 
 from core.config import ConfigError
 from core.units import parse_duration_s
+from core.windows import WindowHistogram
 from monitor.report.curves import merge_curves, select
 from monitor.report.load import finest_resolution, load_windows, skipped_note, stream_windows
 from streaming.archive_files import ArchiveError
@@ -132,13 +133,20 @@ def run_report(args: argparse.Namespace) -> int:
     archive = Path(args.archive)
     resolution = args.resolution or finest_resolution(archive)
     start, end = _time_us(args.start, "from"), _time_us(args.end, "to")
-    read, bad = load_windows(archive, resolution, start, end, args.skip_bad, "report")
-    windows = select(read, args.cluster, args.topic, args.partition, args.kind)
-    if not windows:
+    windows: list[WindowHistogram] = []
+    if args.hlog:  # the .hlog holds every window, in time order
+        read, bad = load_windows(archive, resolution, start, end, args.skip_bad, "report")
+        windows = list(select(read, args.cluster, args.topic, args.partition, args.kind))
+        curves, n = merge_curves(windows, args.by, args.partition)
+    else:  # merged as read, an hour at a time: a span of any length holds one window per curve
+        bad = []
+        read_iter = stream_windows(archive, resolution, start, end, args.skip_bad, "report", bad)
+        chosen = select(read_iter, args.cluster, args.topic, args.partition, args.kind)
+        curves, n = merge_curves(chosen, args.by, args.partition)
+    if not n:
         raise ConfigError("archive: no windows match the selection")
-    curves = merge_curves(windows, args.by, args.partition)
     title = (
-        f"latency by percentile — {args.kind}, {resolution} windows merged ({len(windows)})"
+        f"latency by percentile — {args.kind}, {resolution} windows merged ({n})"
         + skipped_note(bad)
     )
     try:
@@ -151,7 +159,7 @@ def run_report(args: argparse.Namespace) -> int:
     except OSError as exc:
         name = exc.filename or out
         raise ConfigError(f"out: cannot write {name}: {exc.strerror or exc}") from None
-    print(f"wrote {out} ({len(curves)} curves from {len(windows)} windows{skipped_note(bad)})")
+    print(f"wrote {out} ({len(curves)} curves from {n} windows{skipped_note(bad)})")
     return 0
 
 

@@ -24,6 +24,7 @@ import pytest
 from core.hdr import HdrLayout, LayoutError, SparseHistogram
 from core.sla import parse_sla
 from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram
+from monitor.report.curves import merge_curves, select
 from monitor.slo import attainment, attainments
 from runtime.files import ARCHIVE_BATCH_VALUES, MAX_ARCHIVE_ROW_BUCKETS, MiB
 from streaming.archive import WRITE_OPTIONS, compact_dir, write_windows
@@ -206,12 +207,27 @@ def test_a_null_inside_a_bucket_array_is_named(tmp_path: Path) -> None:
         file_windows(path, "10s", SPAN_US, None, {})
 
 
-def test_slo_merges_an_hour_at_a_time_with_the_same_attainment(tmp_path: Path) -> None:
-    hours, rows, buckets = 16, 50, 2000
-    for h in range(hours):  # one window of 50 partitions in each hour of a day
+#: A day of 16 hour partitions, each one window of 50 partitions of 2,000 buckets.
+HOURS, HOUR_ROWS, HOUR_BUCKETS = 16, 50, 2000
+
+
+@pytest.fixture(scope="module")
+def day_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("day")
+    for h in range(HOURS):
         first = h * (HOUR_US // SPAN_US) * 50
-        path = hour_dir(tmp_path, "10s", T0_US + h * HOUR_US) / "batch-000000001.parquet"
-        big_archive.write_file(path, 1, rows, buckets, first=first)
+        path = hour_dir(root, "10s", T0_US + h * HOUR_US) / "batch-000000001.parquet"
+        big_archive.write_file(path, 1, HOUR_ROWS, HOUR_BUCKETS, first=first)
+    return root
+
+
+def held_bytes(windows: list[WindowHistogram]) -> int:
+    held = sum(w.hist.index.nbytes + w.hist.count.nbytes for w in windows)
+    assert held == HOURS * HOUR_ROWS * HOUR_BUCKETS * 16
+    return held
+
+
+def test_slo_merges_an_hour_at_a_time_with_the_same_attainment(day_archive: Path) -> None:
     sla = parse_sla(
         {
             "windows": ["10s"],
@@ -223,19 +239,36 @@ def test_slo_merges_an_hour_at_a_time_with_the_same_attainment(tmp_path: Path) -
             ],
         }
     )
-    listed = scan_windows(tmp_path).windows
+    listed = scan_windows(day_archive).windows
     expected = [attainment(o, listed) for o in sla.objectives]
-    held = sum(w.hist.index.nbytes + w.hist.count.nbytes for w in listed)
-    assert held == hours * rows * buckets * 16
+    held = held_bytes(listed)
     del listed
     tracemalloc.start()
     try:
-        got = attainments(sla.objectives, iter_windows(tmp_path))
+        got = attainments(sla.objectives, iter_windows(day_archive))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert got == expected and got[0]["samples"] > 0 and got[2]["samples"] > 0
     assert peak <= held / 4, (peak, held)  # an hour and one merged window per objective
+
+
+@pytest.mark.parametrize("by", ["series", "window"])
+def test_report_merges_an_hour_at_a_time_with_the_same_curves(day_archive: Path, by: str) -> None:
+    listed = scan_windows(day_archive).windows
+    expected, n = merge_curves(listed, by, None)
+    expected_rows = new_rows(list(expected.values()))
+    held = held_bytes(listed)
+    del listed, expected
+    tracemalloc.start()
+    try:
+        got, m = merge_curves(select(iter_windows(day_archive), kind="e2e"), by, None)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert m == n == HOURS * HOUR_ROWS and new_rows(list(got.values())) == expected_rows
+    curves = sum(w.hist.index.nbytes + w.hist.count.nbytes for w in got.values())
+    assert peak - curves <= held / 4, (peak, curves, held)  # the curves, and an hour
 
 
 def test_the_row_bucket_cap_is_the_widest_layouts_bucket_count() -> None:
