@@ -9,13 +9,13 @@ no rendering: callers read the archive or the stream job and draw the tables.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal, TypedDict
 
 from core.hdr import min_samples_for, quantile_label
 from core.sla import Objective, SlaConfig
 from core.units import format_duration
-from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram, merge_all
+from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram
 
 State = Literal["ok", "BREACH", "no data"]
 
@@ -87,12 +87,28 @@ def live_status(
     return out
 
 
-def attainment(objective: Objective, windows: Sequence[WindowHistogram]) -> Attainment:
+def attainment(objective: Objective, windows: Iterable[WindowHistogram]) -> Attainment:
     """One objective's attainment over the merged windows it selects."""
-    ws = [w for w in windows if selects(objective, w.series)]
-    if not ws:
+    return attainments([objective], windows)[0]
+
+
+def attainments(
+    objectives: Sequence[Objective], windows: Iterable[WindowHistogram]
+) -> list[Attainment]:
+    """Each objective's attainment, in one pass that keeps one merged window per objective: a
+    span of any length (``streaming.archive_read.iter_windows``) costs no more than an hour."""
+    merged: list[WindowHistogram | None] = [None] * len(objectives)
+    for w in windows:
+        for i, o in enumerate(objectives):
+            if selects(o, w.series):
+                acc = merged[i]
+                merged[i] = w if acc is None else acc.merge(w)
+    return [_judged(o, m) for o, m in zip(objectives, merged, strict=True)]
+
+
+def _judged(objective: Objective, merged: WindowHistogram | None) -> Attainment:
+    if merged is None:
         return {"objective": objective.name, "samples": 0, "value": None, "met": None}
-    merged = merge_all(ws)
     h = merged.hist
     target: str
     value: float | int

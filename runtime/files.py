@@ -31,6 +31,25 @@ MAX_PEM_BYTES = 1 * MiB
 MAX_STATE_BYTES = 64 * MiB
 #: An archive's Parquet file: above an hour's compacted windows of 12,000 series (the series cap).
 MAX_ARCHIVE_FILE_BYTES = 16 * 1024 * MiB
+#: An archive file's footer (its Parquet metadata), as its last 8 bytes declare it, checked
+#: before it is parsed; the writer's footers take about 2 KiB per row group (``streaming.archive``).
+MAX_ARCHIVE_FOOTER_BYTES = 16 * MiB
+#: One row group of an archive file, uncompressed as its footer declares it (checked before it is
+#: read); the writer's row groups hold at most ``ARCHIVE_BATCH_VALUES`` buckets, ~20 MiB.
+MAX_ARCHIVE_ROW_GROUP_BYTES = 1024 * MiB
+#: One column chunk of such a row group, uncompressed as its footer declares it.
+MAX_ARCHIVE_CHUNK_BYTES = 256 * MiB
+#: A row's bucket arrays: the widest ``core.hdr.HdrLayout`` (4 digits, 1 µs to 2**63 - 1 µs)
+#: has 819,201 buckets (overflow included); a row's own layout bounds it further.
+MAX_ARCHIVE_ROW_BUCKETS = 819_201
+#: Buckets in one column chunk (row group) of an archive file, as its footer and pages declare
+#: them: what one batch of a row group over ``ARCHIVE_BATCH_VALUES`` may decode (128 MiB).
+MAX_ARCHIVE_CHUNK_BUCKETS = 16 * MiB
+#: Buckets (per bucket column) the archive reader decodes at once, and the most the writer puts
+#: in one row group: a read's working memory beyond the windows it returns is one such batch.
+ARCHIVE_BATCH_VALUES = 1 * MiB
+#: Rows the archive reader converts at once, and the most the writer puts in one row group.
+ARCHIVE_BATCH_ROWS = 8 * KiB
 
 _KINDS = {
     stat.S_IFIFO: "a FIFO",

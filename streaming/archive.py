@@ -15,11 +15,12 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -27,6 +28,7 @@ from core.hdr import HdrLayout
 from core.hdr_codec import encode
 from core.units import parse_duration_s
 from core.windows import ALL_PARTITIONS, WindowHistogram
+from runtime.files import ARCHIVE_BATCH_ROWS, ARCHIVE_BATCH_VALUES
 from streaming.archive_files import (
     BATCH_FILE,
     COMPACT_FILE,
@@ -42,7 +44,7 @@ from streaming.archive_files import (
     key_value,
     select_files,
 )
-from streaming.archive_read import file_windows, read_table, resolution_span_us
+from streaming.archive_read import batch_windows, iter_batches, resolution_span_us
 
 log = logging.getLogger("nines.archive")
 
@@ -63,13 +65,15 @@ def write_windows(
         table = pa.Table.from_pylist([_row(w) for w in group], schema=SCHEMA)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"batch-{batch_id:09d}.parquet"
-        _write_atomically(table.drop_columns(["resolution"]), path)
+        _write_atomically(table.drop_columns(["resolution"]).to_batches(), path)
         written.append(path)
     return written
 
 
 #: Sorted bucket indexes delta-encode to a few bits each, and zstd beats the default snappy:
 #: a 10s batch of 46 rows (~830 buckets each) takes 87 kB instead of 133 kB (bench.archive_disk).
+#: No statistics of the histogram columns: nothing filters on them, and the min and max of each
+#: row group's ``hdr`` would double the footer (``MAX_ARCHIVE_FOOTER_BYTES``).
 WRITE_OPTIONS: dict[str, Any] = {
     "compression": "zstd",
     "use_dictionary": ["cluster", "topic", "partition", "kind", "broker"],
@@ -77,15 +81,56 @@ WRITE_OPTIONS: dict[str, Any] = {
         "bucket_index": "DELTA_BINARY_PACKED",
         "bucket_count": "DELTA_BINARY_PACKED",
     },
+    "write_statistics": [
+        n for n in FILE_SCHEMA.names if n not in ("bucket_index", "bucket_count", "hdr")
+    ],
 }
 
 
-def _write_atomically(table: pa.Table, path: Path) -> None:
+def _write_atomically(batches: Iterable[pa.RecordBatch], path: Path) -> None:
+    """Write ``batches`` (FILE_SCHEMA) to ``path`` via a ``.tmp`` renamed into place, in row
+    groups the reader reads whole (``_row_groups``); on any failure no ``.tmp`` is left."""
     tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp, **WRITE_OPTIONS)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())  # the rename must never publish a file the disk does not hold
-    os.replace(tmp, path)
+    try:
+        with pq.ParquetWriter(tmp, FILE_SCHEMA, **WRITE_OPTIONS) as writer:
+            for table in _row_groups(batches):
+                writer.write_table(table, row_group_size=max(1, table.num_rows))
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())  # the rename must never publish a file the disk does not hold
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _row_groups(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
+    """``batches`` regrouped into tables of at most ``ARCHIVE_BATCH_ROWS`` rows and
+    ``ARCHIVE_BATCH_VALUES`` buckets (a row holds at most ``MAX_ARCHIVE_ROW_BUCKETS``), each
+    written as one row group: what the reader decodes at once, so it reads each one whole."""
+    pending: list[pa.RecordBatch] = []
+    rows = values = 0
+    for batch in batches:
+        offsets = batch.column("bucket_index").offsets.to_numpy()
+        sizes = np.diff(offsets)
+        start = 0
+        while start < batch.num_rows:
+            # the most rows from ``start`` that fit what is pending
+            room = np.cumsum(sizes[start:]) <= ARCHIVE_BATCH_VALUES - values
+            take = min(int(np.argmin(room)) if not room.all() else room.size,
+                       ARCHIVE_BATCH_ROWS - rows)  # fmt: skip
+            if take == 0:
+                if not pending:  # a single row over the budget: the reader bounds it
+                    take = 1
+                else:
+                    yield pa.Table.from_batches(pending)
+                    pending, rows, values = [], 0, 0
+                    continue
+            pending.append(batch.slice(start, take))
+            rows += take
+            values += int(sizes[start : start + take].sum())
+            start += take
+    if pending:
+        yield pa.Table.from_batches(pending)
 
 
 def _row(w: WindowHistogram) -> dict[str, object]:
@@ -124,7 +169,9 @@ def compact_dir(directory: str | Path) -> Path | None:
 
     The merged file is written and renamed into place before any input is removed, so a crash
     leaves either the inputs, or the merged file plus inputs it covers (read once, removed by
-    the next compaction). Raises ArchiveError, touching nothing, if an input is bad.
+    the next compaction). Raises ArchiveError, touching nothing, if an input is bad. Inputs
+    stream through batch by batch (``_checked_batches``), in name order (each batch file is
+    sorted, the reader sorts), so compacting costs one row group and one batch of memory.
     """
     directory = Path(directory)
     names = sorted(p.name for p in directory.iterdir())
@@ -136,31 +183,35 @@ def compact_dir(directory: str | Path) -> Path | None:
                 (directory / stale).unlink(missing_ok=True)
         return None
     ids: list[int] = []
-    tables = []
-    res = key_value(directory.parent.parent.name, "resolution") or ""
-    layouts: dict[tuple[int, int, int], HdrLayout] = {}
     for name in chosen:
-        file_windows(
-            directory / name, res, resolution_span_us(res), None, layouts
-        )  # never merge a bad file
-        tables.append(read_table(directory / name, columns=None))
         if m := COMPACT_FILE.fullmatch(name):
             ids += [int(m[1]), int(m[2])]
         elif m := BATCH_FILE.fullmatch(name):
             ids.append(int(m[1]))
     if not ids:
         return None
-    merged = pa.concat_tables([t.select(FILE_SCHEMA.names) for t in tables])
-    merged = merged.sort_by(
-        [(c, "ascending") for c in ("window_start_us", "cluster", "topic", "partition", "kind")]
-        + [("broker", "ascending")]
-    )
+    res = key_value(directory.parent.parent.name, "resolution") or ""
     out = directory / f"compact-{min(ids):09d}-{max(ids):09d}.parquet"
-    _write_atomically(merged, out)
+    _write_atomically(_checked_batches(directory, chosen, res), out)
     for name in names:  # ours only: a file of another name is not the archive's to remove
         if name != out.name and _ours(name):
             (directory / name).unlink(missing_ok=True)
     return out
+
+
+def _checked_batches(
+    directory: Path, names: list[str], resolution: str
+) -> Iterator[pa.RecordBatch]:
+    """Every row of the files ``names``, in order, batch by batch, each batch's rows checked as
+    the reader checks them (a bad row raises ArchiveError before its batch is yielded)."""
+    span_us = resolution_span_us(resolution)
+    layouts: dict[tuple[int, int, int], HdrLayout] = {}
+    for name in names:
+        path, first = directory / name, 0
+        for batch in iter_batches(path, FILE_SCHEMA.names):
+            batch_windows(path, batch, first, resolution, span_us, None, layouts)
+            first += batch.num_rows
+            yield batch
 
 
 def prune(

@@ -19,13 +19,27 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from core.hdr import HdrLayout, LayoutError, SparseHistogram
 from core.hlog import HlogInterval, write_hlog
+from core.labels import MAX_LABEL_BYTES
 from core.units import parse_duration_s
 from core.windows import SeriesKey, WindowHistogram
-from runtime.files import MAX_ARCHIVE_FILE_BYTES, open_regular
+from runtime.files import (
+    ARCHIVE_BATCH_ROWS,
+    ARCHIVE_BATCH_VALUES,
+    MAX_ARCHIVE_CHUNK_BUCKETS,
+    MAX_ARCHIVE_CHUNK_BYTES,
+    MAX_ARCHIVE_FILE_BYTES,
+    MAX_ARCHIVE_FOOTER_BYTES,
+    MAX_ARCHIVE_ROW_BUCKETS,
+    MAX_ARCHIVE_ROW_GROUP_BYTES,
+    KiB,
+    open_regular,
+    size_text,
+)
 from streaming.archive_files import (
     DAY_US,
     FILE_SCHEMA,
@@ -38,6 +52,7 @@ from streaming.archive_files import (
     key_value,
     select_files,
 )
+from streaming.archive_pages import PageError, check_pages
 
 
 @dataclass
@@ -51,10 +66,23 @@ class ArchiveRead:
 #: What a damaged file can make pyarrow raise: its own errors, and a corrupt string or length
 #: surfacing as a Python error (UnicodeDecodeError, found by flipping bytes) before it checks.
 _DECODE_ERRORS = (OSError, pa.ArrowException, ValueError, IndexError, KeyError, OverflowError)
+_LABELS = ("cluster", "topic", "partition", "kind", "broker")
+_BUCKETS = ("bucket_index", "bucket_count")
+#: No label the stream writes is longer (core.labels: a topic name).
+_MAX_LABEL_BYTES = max(MAX_LABEL_BYTES.values())
+#: pyarrow's buffered reads: a column chunk streams through this much, never read whole.
+_READ_BUFFER_BYTES = 256 * KiB
 
 
-def read_table(path: Path, columns: list[str] | None = READ_COLUMNS) -> pa.Table:
-    """A file's table with its schema checked; ArchiveError if unreadable or of another schema."""
+def iter_batches(path: Path, columns: Sequence[str] = READ_COLUMNS) -> Iterator[pa.RecordBatch]:
+    """A file's rows, batch by batch, in bounded memory; ArchiveError if unreadable, of another
+    schema, or declaring sizes over the caps of ``runtime.files`` (checked before reading).
+
+    Each batch holds at most ``ARCHIVE_BATCH_ROWS`` rows and ``ARCHIVE_BATCH_VALUES`` buckets per
+    bucket column (a row group that may hold more is read a few rows at a time); labels are
+    read as dictionaries and checked before they are expanded. Columns are FILE_SCHEMA's types;
+    ``broker`` is filled with "" in files written before broker rollups.
+    """
     try:  # a regular file, checked on the descriptor pyarrow then reads (a FIFO would block)
         source = os.fdopen(open_regular(path, MAX_ARCHIVE_FILE_BYTES), "rb")
     except FileNotFoundError:
@@ -62,12 +90,14 @@ def read_table(path: Path, columns: list[str] | None = READ_COLUMNS) -> pa.Table
     except OSError as exc:
         raise _unreadable(path, exc) from None
     with source:
-        return _read_open_table(path, source, columns)
+        yield from _read_open(path, source, list(columns))
 
 
-def _read_open_table(path: Path, source: Any, columns: list[str] | None) -> pa.Table:
+def _read_open(path: Path, source: Any, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    _check_footer_size(path, source)
     try:
-        schema = pq.read_schema(source)
+        plain = pq.ParquetFile(source, pre_buffer=False)
+        schema = plain.schema_arrow
     except FileNotFoundError:
         raise
     except _DECODE_ERRORS as exc:
@@ -80,17 +110,119 @@ def _read_open_table(path: Path, source: Any, columns: list[str] | None) -> pa.T
         got = schema.field(f.name).type
         if got != f.type:
             raise ArchiveError(path, f"wrong schema: column {f.name!r} is {got}, not {f.type}")
-    wanted = None if columns is None else [c for c in columns if c in schema.names]
-    try:
-        source.seek(0)
-        table = pq.read_table(source, columns=wanted)
-    except FileNotFoundError:
-        raise
+    wanted = [c for c in columns if c in schema.names]
+    meta = plain.metadata
+    try:  # variable-width columns as dictionaries: a repeated value is expanded once checked
+        pf = pq.ParquetFile(
+            source,
+            metadata=meta,
+            read_dictionary=[c for c in wanted if c in _LABELS or c == "hdr"],
+            buffer_size=_READ_BUFFER_BYTES,
+            pre_buffer=False,
+        )
     except _DECODE_ERRORS as exc:
         raise _unreadable(path, exc) from None
-    if "broker" not in table.column_names:  # written before broker rollups
-        table = table.append_column("broker", pa.array([""] * table.num_rows, pa.string()))
-    return table
+    for g in range(meta.num_row_groups):
+        rows = _row_group_batch_rows(path, meta, g)
+        try:
+            check_pages(source.fileno(), meta.row_group(g), set(wanted))
+        except PageError as exc:
+            raise ArchiveError(path, f"row group {g}: {exc}") from None
+        except OSError as exc:
+            raise _unreadable(path, exc) from None
+        batches = pf.iter_batches(batch_size=rows, row_groups=[g], columns=wanted)
+        while True:
+            try:
+                batch = next(batches, None)
+            except FileNotFoundError:
+                raise
+            except _DECODE_ERRORS as exc:
+                raise _unreadable(path, exc) from None
+            if batch is None:
+                break
+            yield _expanded(path, batch, columns)
+
+
+def _check_footer_size(path: Path, source: Any) -> None:
+    """Refuse a footer over its cap from the length in the file's last 8 bytes, before parsing."""
+    try:
+        size = os.fstat(source.fileno()).st_size
+        if size < 12:
+            raise ArchiveError(path, "not a readable Parquet file (corrupt or truncated)")
+        source.seek(size - 8)
+        tail = source.read(8)
+        source.seek(0)
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    footer = int.from_bytes(tail[:4], "little")
+    if footer + 12 > size:  # longer than the file: let the parser name it corrupt
+        return
+    if tail[4:] == b"PAR1" and footer > MAX_ARCHIVE_FOOTER_BYTES:
+        raise ArchiveError(
+            path, f"footer of {footer} bytes, over its cap of {size_text(MAX_ARCHIVE_FOOTER_BYTES)}"
+        )
+
+
+def _row_group_batch_rows(path: Path, meta: pq.FileMetaData, g: int) -> int:
+    """Rows per batch for row group ``g``, its declared sizes checked against the caps first."""
+    try:
+        rg = meta.row_group(g)
+        rows, total = rg.num_rows, rg.total_byte_size
+        chunks = [rg.column(c) for c in range(rg.num_columns)]
+        sizes = [(c.path_in_schema, c.total_uncompressed_size, c.num_values) for c in chunks]
+    except _DECODE_ERRORS as exc:
+        raise _unreadable(path, exc) from None
+    where = f"row group {g}"
+    if rows < 0 or total < 0 or total > MAX_ARCHIVE_ROW_GROUP_BYTES:
+        cap = size_text(MAX_ARCHIVE_ROW_GROUP_BYTES)
+        raise ArchiveError(path, f"{where} declares {total} bytes, over its cap of {cap}")
+    most_buckets = 0
+    for name, size, values in sizes:
+        if size < 0 or size > MAX_ARCHIVE_CHUNK_BYTES:
+            cap = size_text(MAX_ARCHIVE_CHUNK_BYTES)
+            raise ArchiveError(
+                path, f"{where}: {name} declares {size} bytes, over its cap of {cap}"
+            )
+        if name.split(".")[0] not in _BUCKETS:
+            if values != rows:  # one value a row (null or not), as the pages must agree
+                raise ArchiveError(path, f"{where}: {name} declares {values} values in {rows} rows")
+            continue
+        if values > min(max(rows, 1) * MAX_ARCHIVE_ROW_BUCKETS, MAX_ARCHIVE_CHUNK_BUCKETS):
+            raise ArchiveError(
+                path,
+                f"{where}: {name} declares {values} buckets in {rows} rows, over "
+                f"{MAX_ARCHIVE_ROW_BUCKETS} a row or {MAX_ARCHIVE_CHUNK_BUCKETS} a row group",
+            )
+        most_buckets = max(most_buckets, values)
+    if most_buckets <= ARCHIVE_BATCH_VALUES:  # any batch of it holds at most that: read it whole
+        return max(1, min(rows, ARCHIVE_BATCH_ROWS))
+    return max(1, ARCHIVE_BATCH_VALUES // MAX_ARCHIVE_ROW_BUCKETS)  # one row may hold them all
+
+
+def _expanded(path: Path, batch: pa.RecordBatch, columns: list[str]) -> pa.RecordBatch:
+    """``batch`` with its dictionaries checked and expanded, in FILE_SCHEMA's types."""
+    arrays = []
+    for name in columns:
+        if name not in batch.schema.names:  # broker, in files written before broker rollups
+            arrays.append(pa.array([""] * batch.num_rows, pa.string()))
+            continue
+        col = batch.column(name)
+        if pa.types.is_dictionary(col.type):
+            lengths = pc.binary_length(col.dictionary)
+            if name in _LABELS:
+                longest = pc.max(lengths).as_py() or 0
+                if longest > _MAX_LABEL_BYTES:
+                    raise ArchiveError(
+                        path, f"a {name} label of {longest} bytes, over {_MAX_LABEL_BYTES}"
+                    )
+            else:
+                used = pc.sum(pc.take(lengths, col.indices)).as_py() or 0
+                if used > MAX_ARCHIVE_CHUNK_BYTES:
+                    cap = size_text(MAX_ARCHIVE_CHUNK_BYTES)
+                    raise ArchiveError(path, f"{name} expands to {used} bytes, over {cap}")
+            col = col.dictionary_decode()
+        arrays.append(col)
+    return pa.RecordBatch.from_arrays(arrays, names=columns)
 
 
 def _unreadable(path: Path, exc: Exception) -> ArchiveError:
@@ -107,6 +239,10 @@ def check_row(r: dict[str, Any], span_us: int | None, layout: HdrLayout) -> str 
     index, count = r["bucket_index"], r["bucket_count"]
     if len(index) != len(count):
         return f"bucket_index has {len(index)} entries but bucket_count {len(count)}"
+    if len(index) > layout.overflow_index + 1:
+        return (
+            f"bucket_index has {len(index)} entries, over the layout's {layout.overflow_index + 1}"
+        )
     if r["window_end_us"] <= r["window_start_us"]:
         return "window_end_us is not after window_start_us"
     if span_us is not None and r["window_end_us"] - r["window_start_us"] != span_us:
@@ -148,14 +284,43 @@ def file_windows(
     part_us: tuple[int, int] | None,
     layouts: dict[tuple[int, int, int], HdrLayout],
 ) -> list[WindowHistogram]:
-    """A file's windows, every row checked first: a bad row makes the whole file bad."""
-    table = read_table(path)
+    """A file's windows, every row checked first: a bad row makes the whole file bad.
+
+    Read batch by batch (``iter_batches``): beyond the windows returned, a file costs one batch.
+    """
+    out: list[WindowHistogram] = []
+    for batch in iter_batches(path):
+        out += batch_windows(path, batch, len(out), resolution, span_us, part_us, layouts)
+    return out
+
+
+def batch_windows(
+    path: Path,
+    batch: pa.RecordBatch,
+    first_row: int,
+    resolution: str,
+    span_us: int | None,
+    part_us: tuple[int, int] | None,
+    layouts: dict[tuple[int, int, int], HdrLayout],
+) -> list[WindowHistogram]:
+    """The windows of one batch of ``path`` (its rows numbered from ``first_row``), each checked."""
     try:
-        rows = table.to_pylist()
+        scalars = {
+            c: batch.column(c).to_pylist()
+            for c in batch.schema.names
+            if c not in (*_BUCKETS, "hdr")
+        }
+        buckets = {c: _list_rows(batch.column(c)) for c in _BUCKETS}
     except _DECODE_ERRORS as exc:
         raise _unreadable(path, exc) from None
     out = []
-    for i, r in enumerate(rows):
+    for j in range(batch.num_rows):
+        i = first_row + j
+        r = {c: v[j] for c, v in scalars.items()}
+        for c, (offsets, values, valid, holey) in buckets.items():
+            if j in holey:
+                raise ArchiveError(path, f"row {i}: {c} holds a null")
+            r[c] = values[offsets[j] : offsets[j + 1]] if valid[j] else None
         key = (r.get("lowest_us"), r.get("highest_us"), r.get("digits"))
         if None in key:
             raise ArchiveError(path, f"row {i}: layout is null")
@@ -168,12 +333,8 @@ def file_windows(
         if part_us and not part_us[0] <= r["window_start_us"] < part_us[1]:
             raise ArchiveError(path, f"row {i}: window starts outside its directory's hour or date")
         hist = SparseHistogram(
-            layout,
-            np.asarray(r["bucket_index"], dtype=np.int64),
-            np.asarray(r["bucket_count"], dtype=np.int64),
-            r["max_us"],
-            r["sum_us"],
-        )
+            layout, r["bucket_index"].copy(), r["bucket_count"].copy(), r["max_us"], r["sum_us"]
+        )  # copies: a window must not keep its whole batch alive
         series = SeriesKey(r["cluster"], r["topic"], r["partition"], r["kind"], r["broker"] or "")
         out.append(
             WindowHistogram(
@@ -181,6 +342,26 @@ def file_windows(
             )
         )
     return out
+
+
+def _list_rows(col: pa.Array) -> tuple[Any, Any, Any, set[int]]:
+    """(offsets, values, valid, rows holding a null) of a list column, without a Python object
+    per value: row j is ``values[offsets[j]:offsets[j + 1]]``."""
+    offsets = col.offsets.to_numpy()
+    inner = col.values
+    holey: set[int] = set()
+    if inner.null_count:
+        rows = pc.list_parent_indices(col).to_numpy()
+        nulls = (
+            inner.slice(offsets[0], offsets[-1] - offsets[0])
+            .is_null()
+            .to_numpy(zero_copy_only=False)
+        )
+        holey = {int(x) for x in np.unique(rows[nulls])}
+        inner = inner.fill_null(0)
+    values = inner.to_numpy()
+    valid = col.is_valid().to_numpy(zero_copy_only=False)
+    return offsets, values, valid, holey
 
 
 def resolution_span_us(resolution: str) -> int | None:
@@ -222,16 +403,38 @@ def scan_windows(
     brokers: bool = False,
     skip_bad: bool = False,
 ) -> ArchiveRead:
-    """Archived windows overlapping [start_us, end_us), optionally of one resolution.
+    """Archived windows overlapping [start_us, end_us), optionally of one resolution, sorted.
 
     Files are chosen by path (resolution, date, hour) and name before any is opened. A bad file
     raises ArchiveError, or with ``skip_bad`` is left out whole and listed in ``bad``. Per-broker
     rollups only with ``brokers``: they hold the same samples as the partitions.
     """
-    root = Path(archive_dir)
     found = ArchiveRead()
+    bad = found.bad if skip_bad else None
+    found.windows = sorted(
+        iter_windows(archive_dir, resolution, start_us, end_us, brokers, bad),
+        key=lambda w: w.sort_key,
+    )
+    return found
+
+
+def iter_windows(
+    archive_dir: str | Path,
+    resolution: str | None = None,
+    start_us: int | None = None,
+    end_us: int | None = None,
+    brokers: bool = False,
+    bad: list[ArchiveError] | None = None,
+) -> Iterator[WindowHistogram]:
+    """``scan_windows``' windows one partition directory (an hour) at a time, in path order:
+    a caller that merges as it goes (``nines slo``) holds an hour, not the span.
+
+    A directory's windows come once all its files are read and checked (a compaction racing the
+    read plans it again). A bad file raises ArchiveError, or, given ``bad``, is appended there.
+    """
+    root = Path(archive_dir)
     if not root.is_dir():
-        return found
+        return
     layouts: dict[tuple[int, int, int], HdrLayout] = {}
     for res_dir in sorted(root.glob("resolution=*")):
         res = key_value(res_dir.name, "resolution") or ""
@@ -240,21 +443,19 @@ def scan_windows(
         span_us = resolution_span_us(res)
         if span_us is None:
             err = ArchiveError(res_dir, "not a resolution (resolution=10s, 1m, 1h, ...)")
-            if not skip_bad:
+            if bad is None:
                 raise err
-            found.bad.append(err)
+            bad.append(err)
             continue
         for directory, part_us in _candidate_dirs(res_dir, span_us, start_us, end_us):
-            for w in _read_dir(directory, res, span_us, part_us, layouts, found, skip_bad):
+            for w in _read_dir(directory, res, span_us, part_us, layouts, bad):
                 if start_us is not None and w.window_end_us <= start_us:
                     continue
                 if end_us is not None and w.window_start_us >= end_us:
                     continue
                 if w.series.broker and not brokers:
                     continue
-                found.windows.append(w)
-    found.windows.sort(key=lambda w: w.sort_key)
-    return found
+                yield w
 
 
 def _read_dir(
@@ -263,8 +464,7 @@ def _read_dir(
     span_us: int,
     part_us: tuple[int, int] | None,
     layouts: dict[tuple[int, int, int], HdrLayout],
-    found: ArchiveRead,
-    skip_bad: bool,
+    found_bad: list[ArchiveError] | None,
 ) -> list[WindowHistogram]:
     """One partition directory's windows; re-planned if a compaction or prune ran meanwhile."""
     for _attempt in range(5):
@@ -276,9 +476,9 @@ def _read_dir(
             chosen = select_files(names)
         except ArchiveError as exc:
             err = ArchiveError(directory / exc.path, exc.reason)
-            if not skip_bad:
+            if found_bad is None:
                 raise err from None
-            found.bad.append(err)
+            found_bad.append(err)
             return []
         out: list[WindowHistogram] = []
         bad: list[ArchiveError] = []
@@ -289,12 +489,13 @@ def _read_dir(
                         file_windows(directory / name, resolution, span_us, part_us, layouts)
                     )
                 except ArchiveError as exc:
-                    if not skip_bad:
+                    if found_bad is None:
                         raise
                     bad.append(exc)
         except FileNotFoundError:
             continue  # a compaction replaced the file: plan the directory again
-        found.bad.extend(bad)
+        if found_bad is not None:
+            found_bad.extend(bad)
         return out
     raise ArchiveError(directory, "changed under every one of 5 reads")
 

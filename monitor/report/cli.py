@@ -13,8 +13,10 @@ from pathlib import Path
 
 from core.config import ConfigError
 from core.units import parse_duration_s
+from core.windows import WindowHistogram
 from monitor.report.curves import merge_curves, select
-from monitor.report.load import finest_resolution, load_windows, skipped_note
+from monitor.report.load import finest_resolution, load_windows, skipped_note, stream_windows
+from streaming.archive_files import ArchiveError
 
 REPORT_EXAMPLES = """examples:
   nines report --archive /data/archive --out latency.png
@@ -131,13 +133,20 @@ def run_report(args: argparse.Namespace) -> int:
     archive = Path(args.archive)
     resolution = args.resolution or finest_resolution(archive)
     start, end = _time_us(args.start, "from"), _time_us(args.end, "to")
-    read, bad = load_windows(archive, resolution, start, end, args.skip_bad, "report")
-    windows = select(read, args.cluster, args.topic, args.partition, args.kind)
-    if not windows:
+    windows: list[WindowHistogram] = []
+    if args.hlog:  # the .hlog holds every window, in time order
+        read, bad = load_windows(archive, resolution, start, end, args.skip_bad, "report")
+        windows = list(select(read, args.cluster, args.topic, args.partition, args.kind))
+        curves, n = merge_curves(windows, args.by, args.partition)
+    else:  # merged as read, an hour at a time: a span of any length holds one window per curve
+        bad = []
+        read_iter = stream_windows(archive, resolution, start, end, args.skip_bad, "report", bad)
+        chosen = select(read_iter, args.cluster, args.topic, args.partition, args.kind)
+        curves, n = merge_curves(chosen, args.by, args.partition)
+    if not n:
         raise ConfigError("archive: no windows match the selection")
-    curves = merge_curves(windows, args.by, args.partition)
     title = (
-        f"latency by percentile — {args.kind}, {resolution} windows merged ({len(windows)})"
+        f"latency by percentile — {args.kind}, {resolution} windows merged ({n})"
         + skipped_note(bad)
     )
     try:
@@ -150,7 +159,7 @@ def run_report(args: argparse.Namespace) -> int:
     except OSError as exc:
         name = exc.filename or out
         raise ConfigError(f"out: cannot write {name}: {exc.strerror or exc}") from None
-    print(f"wrote {out} ({len(curves)} curves from {len(windows)} windows{skipped_note(bad)})")
+    print(f"wrote {out} ({len(curves)} curves from {n} windows{skipped_note(bad)})")
     return 0
 
 
@@ -161,7 +170,7 @@ def run_slo(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from core.printable import printable
-    from monitor.slo import attainment
+    from monitor.slo import attainments
     from runtime.config_io import load_sla
 
     sla = load_sla(args.sla)
@@ -172,12 +181,13 @@ def run_slo(args: argparse.Namespace) -> int:
         raise ConfigError(f"since: {exc}") from None
     resolution = args.resolution or finest_resolution(archive)
     start = int((time.time() - since_s) * 1e6)
-    windows, bad = load_windows(archive, resolution, start, None, args.skip_bad, "slo")
+    bad: list[ArchiveError] = []
+    windows = stream_windows(archive, resolution, start, None, args.skip_bad, "slo", bad)
+    rows = attainments(sla.objectives, windows)  # an hour of windows at a time, merged
     table = Table(title=f"SLO attainment, last {args.since}, from merged {resolution} histograms")
     for col in ("objective", "target", "samples", "attained", "met"):
         table.add_column(col)
-    for o in sla.objectives:
-        r = attainment(o, windows)
+    for o, r in zip(sla.objectives, rows, strict=True):
         value = r.get("value")
         shown = (
             "—" if value is None else (f"{value:.6g}" if isinstance(value, float) else str(value))

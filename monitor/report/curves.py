@@ -6,12 +6,12 @@ highest percentile its sample count supports, then shows the exact max.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from core.hdr import SparseHistogram
-from core.windows import ALL_PARTITIONS, WindowHistogram, merge_all
+from core.windows import ALL_PARTITIONS, WindowHistogram
 
 #: Percentiles on the x axis: 0 % then 90 %, 99 % … 99.9999 % (1/(1-p) log scale).
 CURVE_PERCENTILES: tuple[float, ...] = tuple(
@@ -31,9 +31,9 @@ def select(
     topic: str | None = None,
     partition: str | None = None,
     kind: str | None = None,
-) -> list[WindowHistogram]:
-    """Windows matching the filters (None matches anything; partition 'all' matches all)."""
-    out = []
+) -> Iterator[WindowHistogram]:
+    """Windows matching the filters (None matches anything; partition 'all' matches all), as
+    they come."""
     for w in windows:
         s = w.series
         if cluster is not None and s.cluster != cluster:
@@ -44,15 +44,16 @@ def select(
             continue
         if kind is not None and s.kind != kind:
             continue
-        out.append(w)
-    return out
+        yield w
 
 
 def merge_curves(
-    windows: Sequence[WindowHistogram], by: str, partition: str | None
-) -> dict[str, WindowHistogram]:
-    """Label → merged window: per series (partitions merged unless one is chosen) or per window."""
-    groups: dict[str, list[WindowHistogram]] = {}
+    windows: Iterable[WindowHistogram], by: str, partition: str | None
+) -> tuple[dict[str, WindowHistogram], int]:
+    """(label → merged window, windows merged): per series (partitions merged unless one is
+    chosen) or per window; merged as they come, so the windows need not all be held."""
+    merged: dict[str, WindowHistogram] = {}
+    n = 0
     for w in windows:
         s = w.series
         if by == "window":
@@ -60,8 +61,10 @@ def merge_curves(
         else:
             part = s.partition if partition not in (None, ALL_PARTITIONS) else ALL_PARTITIONS
             label = f"{s.cluster}/{s.topic}/{part} {s.kind}"
-        groups.setdefault(label, []).append(w)
-    return {label: merge_all(ws) for label, ws in sorted(groups.items())}
+        acc = merged.get(label)
+        merged[label] = w if acc is None else acc.merge(w)
+        n += 1
+    return dict(sorted(merged.items())), n
 
 
 def percentile_curve(hist: SparseHistogram) -> list[tuple[float, float]]:

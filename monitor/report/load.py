@@ -9,7 +9,7 @@ warning, and counted on the output itself (docs/configuration.md, "Bad archive f
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from core.config import ConfigError
@@ -17,7 +17,7 @@ from core.printable import printable
 from core.units import parse_duration_s
 from core.windows import WindowHistogram, WindowSpec
 from streaming.archive_files import ArchiveError
-from streaming.archive_read import scan_windows
+from streaming.archive_read import iter_windows, scan_windows
 
 SKIP_HINT = "move it away, or pass --skip-bad to leave it out with a warning"
 
@@ -74,6 +74,30 @@ def load_windows(
     for bad in read.bad:
         print(printable(f"nines {command}: warning: archive: skipped {bad}"), file=sys.stderr)
     return read.windows, read.bad
+
+
+def stream_windows(
+    archive: Path,
+    resolution: str,
+    start_us: int | None,
+    end_us: int | None,
+    skip_bad: bool,
+    command: str,
+    bad: list[ArchiveError],
+) -> Iterator[WindowHistogram]:
+    """``load_windows``' windows an hour at a time, unsorted, for a caller that merges them as
+    they come; the files left out are appended to ``bad`` and warned about at the end."""
+    check_archive_dir(archive)
+    found: list[ArchiveError] = []
+    try:
+        yield from iter_windows(
+            archive, resolution, start_us, end_us, bad=found if skip_bad else None
+        )
+    except ArchiveError as exc:
+        raise ConfigError(f"archive: {exc}; {SKIP_HINT}") from None
+    for b in found:
+        print(printable(f"nines {command}: warning: archive: skipped {b}"), file=sys.stderr)
+    bad.extend(found)
 
 
 def skipped_note(bad: Sequence[ArchiveError]) -> str:

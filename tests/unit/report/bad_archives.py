@@ -29,6 +29,7 @@ from core.windows import SeriesKey, WindowHistogram
 from monitor.report.load import SKIP_HINT
 from streaming.archive import write_windows
 from streaming.archive_files import FILE_SCHEMA, OPTIONAL_COLUMNS
+from tests.unit.archive import parquet_footer as footer
 
 LAYOUT = HdrLayout()
 HOUR_US = 3_600_000_000
@@ -296,7 +297,93 @@ def corruptions() -> list[Corruption]:
             )
         )
     out += [Corruption(f"row {BAD_ROW}: {d}", _edit_row(edit)) for d, edit in _inconsistent()]
+    out += _oversized()
     return out
+
+
+def _footer_edit(
+    description: str, edit: Callable[[footer.Struct, pq.FileMetaData], str]
+) -> Corruption:
+    """A footer that declares what pyarrow never writes (tests/unit/archive/parquet_footer.py);
+    ``edit`` changes the parsed footer and returns the reason, given the file's real metadata."""
+
+    def damage(path: Path) -> str:
+        real = pq.ParquetFile(path).metadata
+        reason: list[str] = []
+        footer.rewrite(path, lambda meta: reason.append(edit(meta, real)))
+        return reason[0]
+
+    return Corruption(description, damage)
+
+
+def _oversized() -> list[Corruption]:
+    """Files that would cost memory out of proportion: each is refused before it is decoded."""
+    tib = 1 << 40
+    buckets = "bucket_index.list.element"
+
+    def row_group_bytes(meta: footer.Struct, _real: pq.FileMetaData) -> str:
+        meta[footer.ROW_GROUPS][1][1][0][footer.TOTAL_BYTE_SIZE] = (footer.I64, tib)
+        return f"row group 0 declares {tib} bytes, over its cap of 1 GiB"
+
+    def chunk_bytes(meta: footer.Struct, _real: pq.FileMetaData) -> str:
+        footer.chunks(meta)[buckets][footer.TOTAL_UNCOMPRESSED_SIZE] = (footer.I64, tib)
+        return f"row group 0: {buckets} declares {tib} bytes, over its cap of 256 MiB"
+
+    def chunk_values(n: int) -> Callable[[footer.Struct, pq.FileMetaData], str]:
+        def edit(meta: footer.Struct, real: pq.FileMetaData) -> str:
+            footer.chunks(meta)[buckets][footer.NUM_VALUES] = (footer.I64, n)
+            rows, held = real.row_group(0).num_rows, real.row_group(0).column(16).num_values
+            if n > 16 * 1024 * 1024:
+                return (
+                    f"row group 0: {buckets} declares {n} buckets in {rows} rows, over 819201 "
+                    "a row or 16777216 a row group"
+                )
+            return f"row group 0: {buckets}: pages hold {held} values, the footer says {n}"
+
+        return edit
+
+    def rows(meta: footer.Struct, real: pq.FileMetaData) -> str:
+        meta[footer.ROW_GROUPS][1][1][0][footer.NUM_ROWS] = (footer.I64, tib)
+        return f"row group 0: window_start_us declares {real.num_rows} values in {tib} rows"
+
+    def pages_bytes(meta: footer.Struct, _real: pq.FileMetaData) -> str:
+        footer.chunks(meta)[buckets][footer.TOTAL_UNCOMPRESSED_SIZE] = (footer.I64, 10)
+        return f"row group 0: {buckets}: pages declare more than the footer's 10 bytes"
+
+    def big_footer(path: Path) -> str:
+        table = pq.read_table(path)
+        pad = {b"padding": b"x" * (17 * 1024 * 1024)}
+        pq.write_table(table.replace_schema_metadata(pad), path)
+        size = int.from_bytes(path.read_bytes()[-8:-4], "little")
+        return f"footer of {size} bytes, over its cap of 16 MiB"
+
+    def long_label(path: Path) -> str:
+        table = pq.read_table(path)
+        i = table.schema.get_field_index("cluster")
+        label = pa.array(["c" * (1024 * 1024)] * table.num_rows, pa.string())
+        pq.write_table(table.set_column(i, "cluster", label), path)
+        return f"a cluster label of {1024 * 1024} bytes, over 249"
+
+    def many_buckets(n: int) -> Callable[[dict[str, Any]], str]:
+        def edit(r: dict[str, Any]) -> str:
+            r["bucket_index"] = list(range(n))
+            r["bucket_count"] = [1] * n
+            r["samples"], r["max_us"] = n, int(LAYOUT.highest_value_at(n - 1))
+            return f"bucket_index has {n} entries, over the layout's {LAYOUT.overflow_index + 1}"
+
+        return edit
+
+    return [
+        _footer_edit("a footer declaring a 1 TiB row group", row_group_bytes),
+        _footer_edit("a footer declaring a 1 TiB column chunk", chunk_bytes),
+        _footer_edit("a footer declaring 2**40 buckets", chunk_values(tib)),
+        _footer_edit("a footer declaring 10 buckets over pages of more", chunk_values(10)),
+        _footer_edit("a footer declaring 2**40 rows", rows),
+        _footer_edit("a footer declaring fewer bytes than its pages", pages_bytes),
+        Corruption("a 40 MB footer (17 MiB of schema metadata)", big_footer),
+        Corruption("a 1 MiB cluster label", long_label),
+        Corruption(f"row {BAD_ROW}: 30,000 buckets", _edit_row(many_buckets(30_000))),
+    ]
 
 
 @dataclass(frozen=True)
