@@ -34,17 +34,16 @@ MAX_ARCHIVE_FILE_BYTES = 16 * 1024 * MiB
 #: An archive file's footer (its Parquet metadata), as its last 8 bytes declare it, checked
 #: before it is parsed; the writer's footers take about 2 KiB per row group (``streaming.archive``).
 MAX_ARCHIVE_FOOTER_BYTES = 16 * MiB
-#: One row group of an archive file, uncompressed as its footer declares it (checked before it is
-#: read); the writer's row groups hold at most ``ARCHIVE_BATCH_VALUES`` buckets, ~20 MiB.
-MAX_ARCHIVE_ROW_GROUP_BYTES = 1024 * MiB
-#: One column chunk of such a row group, uncompressed as its footer declares it.
-MAX_ARCHIVE_CHUNK_BYTES = 256 * MiB
+#: One page of an archive file, uncompressed, as its header declares it: pyarrow decodes a page
+#: whole (the writer's are ~1 MiB, pyarrow's default). With rows read a few at a time this, not
+#: a row group's or a column chunk's size, bounds what a read decodes, so a row group of any size
+#: (the writer's before bounded row groups held up to 1 Mi rows) is read in bounded memory.
+MAX_ARCHIVE_PAGE_BYTES = 64 * MiB
 #: A row's bucket arrays: the widest ``core.hdr.HdrLayout`` (4 digits, 1 µs to 2**63 - 1 µs)
 #: has 819,201 buckets (overflow included); a row's own layout bounds it further.
 MAX_ARCHIVE_ROW_BUCKETS = 819_201
-#: Buckets in one column chunk (row group) of an archive file, as its footer and pages declare
-#: them: what one batch of a row group over ``ARCHIVE_BATCH_VALUES`` may decode (128 MiB).
-MAX_ARCHIVE_CHUNK_BUCKETS = 16 * MiB
+#: A dictionary-read column (``hdr``) of one batch, expanded.
+MAX_ARCHIVE_EXPANDED_BYTES = 256 * MiB
 #: Buckets (per bucket column) the archive reader decodes at once, and the most the writer puts
 #: in one row group: a read's working memory beyond the windows it returns is one such batch.
 ARCHIVE_BATCH_VALUES = 1 * MiB

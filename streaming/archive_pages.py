@@ -5,7 +5,8 @@ declares 10 buckets in a column chunk whose pages hold millions is read whole (m
 pyarrow 26, tests/unit/archive/test_archive_bounded_read.py). So the footer's caps
 (``runtime.files``) bind only once the pages agree with it: each column chunk's pages must fill
 exactly its declared byte range, hold exactly its declared number of values, and declare no more
-uncompressed bytes in all than it does. The headers are Thrift compact structs
+uncompressed bytes in all than it does; and no page may declare more than
+``MAX_ARCHIVE_PAGE_BYTES``, since a page is decoded whole. The headers are Thrift compact structs
 (parquet.thrift's ``PageHeader``); only their integer fields are read, the rest skipped.
 """
 
@@ -15,7 +16,7 @@ import os
 
 import pyarrow.parquet as pq
 
-from runtime.files import KiB, MiB
+from runtime.files import MAX_ARCHIVE_PAGE_BYTES, KiB, MiB, size_text
 
 #: A page header read at once, then grown to at most ``MAX_PAGE_HEADER_BYTES``; pyarrow writes
 #: headers of a few dozen bytes (more only with statistics of long values).
@@ -165,6 +166,11 @@ def check_pages(fd: int, row_group: pq.RowGroupMetaData, columns: set[str]) -> N
             page_bytes, stored = _int(fields, _UNCOMPRESSED), _int(fields, _COMPRESSED)
             if page_bytes < 0 or stored < 0:
                 raise PageError(f"{name}: a page declares a negative size")
+            if page_bytes > MAX_ARCHIVE_PAGE_BYTES:  # pyarrow decodes a page whole
+                cap = size_text(MAX_ARCHIVE_PAGE_BYTES)
+                raise PageError(
+                    f"{name}: a page declares {page_bytes} bytes, over its cap of {cap}"
+                )
             uncompressed += page_bytes
             kind = _int(fields, _TYPE)
             if kind in (_DATA_PAGE, _DATA_PAGE_V2):

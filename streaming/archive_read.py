@@ -30,12 +30,10 @@ from core.windows import SeriesKey, WindowHistogram
 from runtime.files import (
     ARCHIVE_BATCH_ROWS,
     ARCHIVE_BATCH_VALUES,
-    MAX_ARCHIVE_CHUNK_BUCKETS,
-    MAX_ARCHIVE_CHUNK_BYTES,
+    MAX_ARCHIVE_EXPANDED_BYTES,
     MAX_ARCHIVE_FILE_BYTES,
     MAX_ARCHIVE_FOOTER_BYTES,
     MAX_ARCHIVE_ROW_BUCKETS,
-    MAX_ARCHIVE_ROW_GROUP_BYTES,
     KiB,
     open_regular,
     size_text,
@@ -173,25 +171,21 @@ def _row_group_batch_rows(path: Path, meta: pq.FileMetaData, g: int) -> int:
     except _DECODE_ERRORS as exc:
         raise _unreadable(path, exc) from None
     where = f"row group {g}"
-    if rows < 0 or total < 0 or total > MAX_ARCHIVE_ROW_GROUP_BYTES:
-        cap = size_text(MAX_ARCHIVE_ROW_GROUP_BYTES)
-        raise ArchiveError(path, f"{where} declares {total} bytes, over its cap of {cap}")
+    if rows < 0 or total < 0:
+        raise ArchiveError(path, f"{where} declares a negative size")
     most_buckets = 0
     for name, size, values in sizes:
-        if size < 0 or size > MAX_ARCHIVE_CHUNK_BYTES:
-            cap = size_text(MAX_ARCHIVE_CHUNK_BYTES)
-            raise ArchiveError(
-                path, f"{where}: {name} declares {size} bytes, over its cap of {cap}"
-            )
+        if size < 0:
+            raise ArchiveError(path, f"{where}: {name} declares a negative size")
         if name.split(".")[0] not in _BUCKETS:
             if values != rows:  # one value a row (null or not), as the pages must agree
                 raise ArchiveError(path, f"{where}: {name} declares {values} values in {rows} rows")
             continue
-        if values > min(max(rows, 1) * MAX_ARCHIVE_ROW_BUCKETS, MAX_ARCHIVE_CHUNK_BUCKETS):
+        if values > max(rows, 1) * MAX_ARCHIVE_ROW_BUCKETS:
             raise ArchiveError(
                 path,
                 f"{where}: {name} declares {values} buckets in {rows} rows, over "
-                f"{MAX_ARCHIVE_ROW_BUCKETS} a row or {MAX_ARCHIVE_CHUNK_BUCKETS} a row group",
+                f"{MAX_ARCHIVE_ROW_BUCKETS} a row",
             )
         most_buckets = max(most_buckets, values)
     if most_buckets <= ARCHIVE_BATCH_VALUES:  # any batch of it holds at most that: read it whole
@@ -217,8 +211,8 @@ def _expanded(path: Path, batch: pa.RecordBatch, columns: list[str]) -> pa.Recor
                     )
             else:
                 used = pc.sum(pc.take(lengths, col.indices)).as_py() or 0
-                if used > MAX_ARCHIVE_CHUNK_BYTES:
-                    cap = size_text(MAX_ARCHIVE_CHUNK_BYTES)
+                if used > MAX_ARCHIVE_EXPANDED_BYTES:
+                    cap = size_text(MAX_ARCHIVE_EXPANDED_BYTES)
                     raise ArchiveError(path, f"{name} expands to {used} bytes, over {cap}")
             col = col.dictionary_decode()
         arrays.append(col)

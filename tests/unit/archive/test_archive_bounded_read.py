@@ -26,7 +26,13 @@ from core.sla import parse_sla
 from core.windows import ALL_PARTITIONS, SeriesKey, WindowHistogram
 from monitor.report.curves import merge_curves, select
 from monitor.slo import attainment, attainments
-from runtime.files import ARCHIVE_BATCH_VALUES, MAX_ARCHIVE_ROW_BUCKETS, MiB
+from runtime.files import (
+    ARCHIVE_BATCH_VALUES,
+    MAX_ARCHIVE_PAGE_BYTES,
+    MAX_ARCHIVE_ROW_BUCKETS,
+    MiB,
+    size_text,
+)
 from streaming.archive import WRITE_OPTIONS, compact_dir, write_windows
 from streaming.archive_files import FILE_SCHEMA, READ_COLUMNS, ArchiveError, hour_dir
 from streaming.archive_read import file_windows, iter_windows, scan_windows
@@ -194,8 +200,47 @@ def test_a_single_row_of_more_buckets_than_any_layout_is_refused_before_decoding
         file_windows(path, "10s", SPAN_US, None, {})
     assert str(caught.value) == (
         f"{path}: row group 0: bucket_index.list.element declares {n} buckets in 1 rows, "
-        f"over {MAX_ARCHIVE_ROW_BUCKETS} a row or {16 * MiB} a row group"
+        f"over {MAX_ARCHIVE_ROW_BUCKETS} a row"
     )
+
+
+def test_a_row_group_of_any_size_is_read_in_bounded_memory(tmp_path: Path) -> None:
+    """As the writer before bounded row groups wrote an hour of many series: one row group of
+    850 rows and 17 M buckets, read a row at a time, holding one row beyond the windows."""
+    path = hour_dir(tmp_path, "10s", T0_US) / "batch-000000001.parquet"
+    path.parent.mkdir(parents=True)
+    rows = 850
+    pq.write_table(big_archive.table(rows, BUCKETS), path, row_group_size=rows, **WRITE_OPTIONS)
+    assert pq.ParquetFile(path).metadata.num_row_groups == 1
+    got = measure("read", path)
+    decoded = rows * BUCKETS * 16
+    assert decoded > 16 * MiB * 16  # over what the row group cap used to refuse
+    assert got["windows"] == rows and got["held_bytes"] == decoded
+    bound = 4 * ONE_BATCH_BYTES
+    assert decoded >= 3 * bound
+    assert got["arrow_peak_bytes"] <= bound, got
+    assert got["python_peak_bytes"] - got["python_now_bytes"] <= ONE_BATCH_BYTES, got
+
+
+def test_a_page_over_its_cap_is_refused_before_decoding(tmp_path: Path) -> None:
+    """pyarrow decodes a page whole: one of 12 rows of 819,201 plain int64 buckets (79 MB)."""
+    n, rows = MAX_ARCHIVE_ROW_BUCKETS, 12
+    row = big_archive.table(1, 10).to_pylist()[0]
+    row["bucket_index"], row["bucket_count"] = list(range(n)), [1] * n
+    path = tmp_path / "batch-000000001.parquet"
+    options = {**WRITE_OPTIONS, "column_encoding": {"bucket_index": "PLAIN"}}
+    options["use_dictionary"] = list(options["use_dictionary"])
+    pq.write_table(
+        pa.Table.from_pylist([row] * rows, schema=FILE_SCHEMA),
+        path,
+        data_page_size=1 << 30,
+        **options,
+    )
+    with pytest.raises(ArchiveError) as caught:
+        file_windows(path, "10s", SPAN_US, None, {})
+    message = str(caught.value)
+    assert message.startswith(f"{path}: row group 0: bucket_index.list.element: a page declares ")
+    assert message.endswith(f"bytes, over its cap of {size_text(MAX_ARCHIVE_PAGE_BYTES)}")
 
 
 def test_a_null_inside_a_bucket_array_is_named(tmp_path: Path) -> None:
