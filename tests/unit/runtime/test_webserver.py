@@ -12,7 +12,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import bcrypt
@@ -88,14 +87,6 @@ def cut_within(sock: socket.socket, bound_s: float) -> float:
     except TimeoutError:
         pytest.fail(f"the server kept the connection open past {bound_s} s")
     return time.monotonic() - start
-
-
-@pytest.fixture
-def servers() -> Iterator[list[ws.MetricsServer]]:
-    started: list[ws.MetricsServer] = []
-    yield started
-    for s in started:
-        s.close()
 
 
 def serve(servers: list[ws.MetricsServer], body=lambda: BODY, web=None) -> ws.MetricsServer:  # type: ignore[no-untyped-def]

@@ -10,7 +10,6 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import bcrypt
@@ -22,14 +21,6 @@ from runtime.webconfig import load_web_config
 
 BODY = b"# HELP x x\n# TYPE x gauge\nx 1\n"
 PASSWORD = "scrape-pass-42"
-
-
-@pytest.fixture
-def servers() -> Iterator[list[ws.MetricsServer]]:
-    started: list[ws.MetricsServer] = []
-    yield started
-    for s in started:
-        s.close()
 
 
 def raw(port: int, request: bytes, timeout_s: float = 5) -> bytes:

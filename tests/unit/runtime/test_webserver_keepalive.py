@@ -10,7 +10,6 @@ from __future__ import annotations
 import http.client
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,14 +19,6 @@ import runtime.webserver as ws
 from runtime.webconfig import load_web_config
 
 BODY = b"# HELP x x\n# TYPE x gauge\nx 1\n"
-
-
-@pytest.fixture
-def servers() -> Iterator[list[ws.MetricsServer]]:
-    started: list[ws.MetricsServer] = []
-    yield started
-    for s in started:
-        s.close()
 
 
 def serve(servers: list[ws.MetricsServer], **kwargs: object) -> ws.MetricsServer:
