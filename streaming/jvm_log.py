@@ -5,11 +5,12 @@ about 150 lines, 41 of them frames), so an operator's terminal or ``kubectl logs
 instead of the cause. The driver JVM this process starts gets this log4j2 configuration instead:
 stderr has one line per error, its message cut to ``CONSOLE_MESSAGE_CHARS`` with line ends
 escaped, and no trace; ``spark_log`` (a file, rolled at ``SPARK_LOG_BYTES``, ``SPARK_LOG_FILES``
-kept) has every event with its trace. Under spark-submit (the Spark Operator) the JVM is
-started before this code runs, and spark-submit's own log4j configuration applies.
+kept) has every event from WARN up, with its trace. Under spark-submit (the Spark Operator)
+the JVM is started before this code runs, and spark-submit's own log4j configuration applies.
 
 When the query stops on an error, :func:`failure_line` names its cause: the exception our
-sink raised, or the Java exception at the root of Spark's chain.
+sink raised, else a Python worker's exception line, else the Java exception at the root of
+Spark's chain.
 """
 
 from __future__ import annotations
@@ -30,12 +31,9 @@ SPARK_LOG_FILES: Final = 2
 #: The longest cause :func:`failure_line` gives.
 FAILURE_CHARS: Final = 500
 
-#: Loggers that say nothing an operator can act on, at WARN: the Hadoop native library
-#: (absent by design) and the loopback host name (the stream sets SPARK_LOCAL_IP).
-_QUIET = {
-    "hadoop_native": "org.apache.hadoop.util.NativeCodeLoader",
-    "spark_utils": "org.apache.spark.util.Utils",
-}
+#: Loggers that say nothing an operator can act on, at WARN (kept out of ``spark_log`` too):
+#: the Hadoop native library, absent by design.
+_QUIET = {"hadoop_native": "org.apache.hadoop.util.NativeCodeLoader"}
 
 
 def log4j_properties(spark_log: str) -> str:
