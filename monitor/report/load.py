@@ -17,7 +17,7 @@ from core.printable import printable
 from core.units import parse_duration_s
 from core.windows import WindowHistogram, WindowSpec
 from streaming.archive_files import ArchiveError
-from streaming.archive_read import iter_windows, scan_windows
+from streaming.archive_read import iter_windows
 
 SKIP_HINT = "move it away, or pass --skip-bad to leave it out with a warning"
 
@@ -66,14 +66,9 @@ def load_windows(
 
     Each skipped file is one warning line on stderr (``nines COMMAND: warning: ...``).
     """
-    check_archive_dir(archive)
-    try:
-        read = scan_windows(archive, resolution, start_us, end_us, skip_bad=skip_bad)
-    except ArchiveError as exc:
-        raise ConfigError(f"archive: {exc}; {SKIP_HINT}") from None
-    for bad in read.bad:
-        print(printable(f"nines {command}: warning: archive: skipped {bad}"), file=sys.stderr)
-    return read.windows, read.bad
+    bad: list[ArchiveError] = []
+    read = stream_windows(archive, resolution, start_us, end_us, skip_bad, command, bad)
+    return sorted(read, key=lambda w: w.sort_key), bad  # as scan_windows sorts them
 
 
 def stream_windows(
