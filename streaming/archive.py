@@ -31,10 +31,12 @@ from core.windows import ALL_PARTITIONS, WindowHistogram
 from runtime.files import ARCHIVE_BATCH_ROWS, ARCHIVE_BATCH_VALUES
 from streaming.archive_files import (
     BATCH_FILE,
+    BUCKET_COLUMNS,
     COMPACT_FILE,
     DAY_US,
     FILE_SCHEMA,
     HOUR_US,
+    LABEL_COLUMNS,
     SCHEMA,
     ArchiveError,
     date_name,
@@ -76,14 +78,9 @@ def write_windows(
 #: row group's ``hdr`` would double the footer (``MAX_ARCHIVE_FOOTER_BYTES``).
 WRITE_OPTIONS: dict[str, Any] = {
     "compression": "zstd",
-    "use_dictionary": ["cluster", "topic", "partition", "kind", "broker"],
-    "column_encoding": {
-        "bucket_index": "DELTA_BINARY_PACKED",
-        "bucket_count": "DELTA_BINARY_PACKED",
-    },
-    "write_statistics": [
-        n for n in FILE_SCHEMA.names if n not in ("bucket_index", "bucket_count", "hdr")
-    ],
+    "use_dictionary": list(LABEL_COLUMNS),
+    "column_encoding": dict.fromkeys(BUCKET_COLUMNS, "DELTA_BINARY_PACKED"),
+    "write_statistics": [n for n in FILE_SCHEMA.names if n not in (*BUCKET_COLUMNS, "hdr")],
 }
 
 

@@ -47,6 +47,10 @@ SCHEMA = pa.schema(
 FILE_SCHEMA = SCHEMA.remove(SCHEMA.get_field_index("resolution"))
 OPTIONAL_COLUMNS = frozenset({"broker"})
 READ_COLUMNS = [f.name for f in FILE_SCHEMA if f.name != "hdr"]
+#: The label columns: few distinct values, written and read as dictionaries.
+LABEL_COLUMNS = ("cluster", "topic", "partition", "kind", "broker")
+#: A row's histogram: one list per row, as long as its layout's occupied buckets.
+BUCKET_COLUMNS = ("bucket_index", "bucket_count")
 
 HOUR_US = 3_600_000_000
 DAY_US = 24 * HOUR_US

@@ -39,9 +39,11 @@ from runtime.files import (
     size_text,
 )
 from streaming.archive_files import (
+    BUCKET_COLUMNS,
     DAY_US,
     FILE_SCHEMA,
     HOUR_US,
+    LABEL_COLUMNS,
     OPTIONAL_COLUMNS,
     READ_COLUMNS,
     ArchiveError,
@@ -64,8 +66,6 @@ class ArchiveRead:
 #: What a damaged file can make pyarrow raise: its own errors, and a corrupt string or length
 #: surfacing as a Python error (UnicodeDecodeError, found by flipping bytes) before it checks.
 _DECODE_ERRORS = (OSError, pa.ArrowException, ValueError, IndexError, KeyError, OverflowError)
-_LABELS = ("cluster", "topic", "partition", "kind", "broker")
-_BUCKETS = ("bucket_index", "bucket_count")
 #: No label the stream writes is longer (core.labels: a topic name).
 _MAX_LABEL_BYTES = max(MAX_LABEL_BYTES.values())
 #: pyarrow's buffered reads: a column chunk streams through this much, never read whole.
@@ -114,16 +114,17 @@ def _read_open(path: Path, source: Any, columns: list[str]) -> Iterator[pa.Recor
         pf = pq.ParquetFile(
             source,
             metadata=meta,
-            read_dictionary=[c for c in wanted if c in _LABELS or c == "hdr"],
+            read_dictionary=[c for c in wanted if c in LABEL_COLUMNS or c == "hdr"],
             buffer_size=_READ_BUFFER_BYTES,
             pre_buffer=False,
         )
     except _DECODE_ERRORS as exc:
         raise _unreadable(path, exc) from None
+    checked = set(wanted)
     for g in range(meta.num_row_groups):
-        rows = _row_group_batch_rows(path, meta, g)
+        rg, rows = _row_group_batch_rows(path, meta, g)
         try:
-            check_pages(source.fileno(), meta.row_group(g), set(wanted))
+            check_pages(source.fileno(), rg, checked)
         except PageError as exc:
             raise ArchiveError(path, f"row group {g}: {exc}") from None
         except OSError as exc:
@@ -161,8 +162,10 @@ def _check_footer_size(path: Path, source: Any) -> None:
         )
 
 
-def _row_group_batch_rows(path: Path, meta: pq.FileMetaData, g: int) -> int:
-    """Rows per batch for row group ``g``, its declared sizes checked against the caps first."""
+def _row_group_batch_rows(
+    path: Path, meta: pq.FileMetaData, g: int
+) -> tuple[pq.RowGroupMetaData, int]:
+    """Row group ``g``'s metadata and rows per batch, its declared sizes checked first."""
     try:
         rg = meta.row_group(g)
         rows, total = rg.num_rows, rg.total_byte_size
@@ -177,7 +180,7 @@ def _row_group_batch_rows(path: Path, meta: pq.FileMetaData, g: int) -> int:
     for name, size, values in sizes:
         if size < 0:
             raise ArchiveError(path, f"{where}: {name} declares a negative size")
-        if name.split(".")[0] not in _BUCKETS:
+        if name.split(".")[0] not in BUCKET_COLUMNS:
             if values != rows:  # one value a row (null or not), as the pages must agree
                 raise ArchiveError(path, f"{where}: {name} declares {values} values in {rows} rows")
             continue
@@ -189,8 +192,8 @@ def _row_group_batch_rows(path: Path, meta: pq.FileMetaData, g: int) -> int:
             )
         most_buckets = max(most_buckets, values)
     if most_buckets <= ARCHIVE_BATCH_VALUES:  # any batch of it holds at most that: read it whole
-        return max(1, min(rows, ARCHIVE_BATCH_ROWS))
-    return max(1, ARCHIVE_BATCH_VALUES // MAX_ARCHIVE_ROW_BUCKETS)  # one row may hold them all
+        return rg, max(1, min(rows, ARCHIVE_BATCH_ROWS))
+    return rg, max(1, ARCHIVE_BATCH_VALUES // MAX_ARCHIVE_ROW_BUCKETS)  # a row may hold them all
 
 
 def _expanded(path: Path, batch: pa.RecordBatch, columns: list[str]) -> pa.RecordBatch:
@@ -203,7 +206,7 @@ def _expanded(path: Path, batch: pa.RecordBatch, columns: list[str]) -> pa.Recor
         col = batch.column(name)
         if pa.types.is_dictionary(col.type):
             lengths = pc.binary_length(col.dictionary)
-            if name in _LABELS:
+            if name in LABEL_COLUMNS:
                 longest = pc.max(lengths).as_py() or 0
                 if longest > _MAX_LABEL_BYTES:
                     raise ArchiveError(
@@ -302,9 +305,9 @@ def batch_windows(
         scalars = {
             c: batch.column(c).to_pylist()
             for c in batch.schema.names
-            if c not in (*_BUCKETS, "hdr")
+            if c not in (*BUCKET_COLUMNS, "hdr")
         }
-        buckets = {c: _list_rows(batch.column(c)) for c in _BUCKETS}
+        buckets = {c: _list_rows(batch.column(c)) for c in BUCKET_COLUMNS}
     except _DECODE_ERRORS as exc:
         raise _unreadable(path, exc) from None
     out = []
