@@ -103,7 +103,7 @@ def run_stream(config: PipelineConfig) -> int:
                 hint = (
                     f"Spark's log: {config.spark_log}"
                     if config.spark_log
-                    else ("--spark-log FILE keeps Spark's traces")
+                    else "--spark-log FILE keeps Spark's traces"
                 )
                 log.error("the query stopped: %s (%s)", pipeline.job.failure(), hint)
                 return 1

@@ -138,7 +138,7 @@ def spark_session(config: StreamConfig) -> Any:
             spark = _build_session(builder, config, jar, jvm_log.java_option(log4j))
     finally:
         os.unlink(log4j)  # read once, when the JVM started
-    if not config.spark_log:  # else the file keeps WARN and INFO: stderr stays one line each
+    if not config.spark_log:  # else the file keeps WARN up: stderr has errors only either way
         spark.sparkContext.setLogLevel("ERROR")
     aggregator_jar.register(spark)
     return spark

@@ -30,6 +30,8 @@ SPARK_LOG_BYTES: Final = 16 * 1024 * 1024
 SPARK_LOG_FILES: Final = 2
 #: The longest cause :func:`failure_line` gives.
 FAILURE_CHARS: Final = 500
+#: What opens a Python traceback, inside the text of a Spark exception too.
+_TRACEBACK = "Traceback (most recent call last):"
 
 #: Loggers that say nothing an operator can act on, at WARN (kept out of ``spark_log`` too):
 #: the Hadoop native library, absent by design.
@@ -107,12 +109,16 @@ class TraceToLine(logging.Filter):
 def one_line(exc: BaseException) -> str:
     """``Type: message``, printable and cut to ``FAILURE_CHARS``: the message's first line, or
     when it carries a Python traceback (a Spark task's Python worker failed), that traceback's
-    own last line, which names the error."""
-    cause = _traceback_cause(str(exc))
-    if cause:
-        return _cut(cause)
-    text = str(exc).strip().splitlines()
-    return _cut(f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__)
+    exception line, which names the error."""
+    text = str(exc)
+    cause = _traceback_cause(text)
+    return _cut(cause) if cause else _named(type(exc).__name__, text)
+
+
+def _named(name: str, message: str) -> str:
+    """``name: the message's first line`` (``name`` alone without one), printable and cut."""
+    lines = message.strip().splitlines()
+    return _cut(f"{name}: {lines[0]}" if lines else name)
 
 
 def _traceback_cause(text: str) -> str | None:
@@ -126,9 +132,6 @@ def _traceback_cause(text: str) -> str | None:
         if line.strip() and not line[0].isspace():
             return line.strip()
     return None
-
-
-_TRACEBACK = "Traceback (most recent call last):"
 
 
 def _cut(text: str) -> str:
@@ -150,10 +153,10 @@ def java_root_cause(exc: Any) -> str | None:
             throwable = throwable.getCause()
             seen += 1
         name = str(throwable.getClass().getSimpleName())
-        message = str(throwable.getMessage() or "").strip().splitlines()
+        message = str(throwable.getMessage() or "")
     except Exception:  # the JVM went first
         return None
-    return _cut(f"{name}: {message[0]}" if message else name)
+    return _named(name, message)
 
 
 def failure_line(exc: Any, sink_error: BaseException | None) -> str:
