@@ -22,6 +22,8 @@ from bench.report_accuracy import (
     plot_co,
 )
 from bench.report_aggregation import aggregation_section, scale_section, summarise_aggregation
+from bench.report_flood import load as load_flood
+from bench.report_flood import section as flood_section
 from bench.report_format import Json, at_path, fmt_error, fmt_seconds, qname, skip_reason, table
 from bench.report_health import HEALTH_TITLE, headline_health, health_section
 from bench.report_pressure import load as load_pressure
@@ -316,6 +318,7 @@ def render(results: dict[str, Json], img_dir: Path = IMG_DIR, doc_path: Path = D
     elif SCRAPE_TITLE in prev:
         out.append(missing(SCRAPE_TITLE, "cardinality", ""))
     out.append(pressure_section(load_pressure()))
+    out.append(flood_section(load_flood()))
     out.append("## Four brokers side by side (`nines compare`)\n")
     compare = results.get("compare")
     if isinstance(compare, Mapping) and compare.get("cases"):

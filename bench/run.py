@@ -34,6 +34,7 @@ PARTS = (
     "scale",
     "stages",
     "pressure",
+    "flood",
 )
 
 
@@ -161,6 +162,11 @@ def _stages(quick: bool) -> None:
         raise RuntimeError("bench.stages failed")
 
 
+def _flood(quick: bool) -> None:
+    """The probe's send lag under a /metrics flood (``tests/bench/test_probe_flood_bench.py``)."""
+    _pytest_bench("tests/bench/test_probe_flood_bench.py", "probe_flood.json", quick, 900)
+
+
 def _pressure(quick: bool) -> None:
     """The probe's CPU under slow, stalled and down brokers (``bench.probe_pressure``)."""
     from bench.probe_pressure import main as pressure
@@ -184,6 +190,7 @@ RUNNERS: dict[str, Callable[[bool], None]] = {
     "scale": _scale,
     "stages": _stages,
     "pressure": _pressure,
+    "flood": _flood,
 }
 
 
