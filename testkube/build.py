@@ -202,10 +202,16 @@ def start_background(log: Path) -> bool:
     return True
 
 
-def wait_background() -> None:
-    """Wait for the background build, if one was started (KubeBuildError if it failed)."""
+def building() -> bool:
+    """True while a background build this run started is still running."""
+    return bool(_background) and _background[0].proc.poll() is None
+
+
+def wait_background(timeout_s: float = BUILD_TIMEOUT_S) -> None:
+    """Wait for the background build, if one was started (KubeBuildError if it failed or ran
+    past ``timeout_s``)."""
     if _background:
-        _background[0].wait()
+        _background[0].wait(timeout_s)
 
 
 def stop_background() -> None:
