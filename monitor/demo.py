@@ -100,14 +100,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--plain", action="store_true", help="print tables instead of a live view")
     p.add_argument(
         "--sla",
-        default=DEFAULT_SLA if Path(DEFAULT_SLA).exists() else None,
-        help=f"SLA: objectives shown live, rules written to the workdir (default {DEFAULT_SLA})",
+        default=DEFAULT_SLA,
+        help="SLA: objectives shown live, rules written to the workdir (default: the demo's own, "
+        "monitor/demo-sla.yaml, shipped in the package)",
     )
     p.set_defaults(func=run)
 
 
-#: The demo's SLA, sized for the embedded broker (``make demo`` runs from the repository root).
-DEFAULT_SLA = "examples/demo-sla.yaml"
+#: The demo's SLA, sized for the embedded broker: package data, so that the demo shows its SLA
+#: table from any working directory and from a pip-installed wheel.
+DEFAULT_SLA = str(Path(__file__).with_name("demo-sla.yaml"))
 #: Brokers of the embedded cluster; the probe topic has one partition per broker.
 DEMO_BROKERS = 3
 #: The exporter's port unless --metrics-port says otherwise: the exporter's own default.

@@ -139,6 +139,15 @@ class ProbeProcess:
             assert time.monotonic() < deadline, "probe not receiving its messages"
             time.sleep(0.2)
 
+    def started(self, timeout_s: float = 60) -> None:
+        """Until the probe logs its ready line (``probing <topic> (...)``: its clients open, its
+        schedule running), so a window measured from here holds none of its start-up."""
+        deadline = time.monotonic() + timeout_s
+        while " probing " not in self.stderr():
+            assert self.proc.poll() is None, self.stderr()
+            assert time.monotonic() < deadline, f"no ready line in {timeout_s:g} s: {self.stderr()}"
+            time.sleep(0.05)
+
     def stderr(self) -> str:
         return self.err_path.read_text(errors="replace")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -98,6 +99,22 @@ def test_good_flags_pass_validation(monkeypatch: pytest.MonkeyPatch) -> None:
     (opts,) = seen
     assert (opts.rate, opts.duration_s, opts.window_s) == (100.0, 60.0, 300.0)
     assert (opts.hiccup.duration_s, opts.hiccup.at_s) == (5.0, 30.0)
+
+
+def test_the_demo_has_its_sla_from_any_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Run outside the repository (a pip-installed user has no examples/), the demo still has
+    its SLA: it ships in the package (a missing --sla file: the bad-flags table above)."""
+    seen = []
+    monkeypatch.setattr(
+        monitor.demo, "_run_pipeline", lambda args, opts, workdir: seen.append(opts)
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--duration", "1m", "--metrics-port", "0"]) == 0
+    (opts,) = seen
+    assert opts.sla is not None and {o.name for o in opts.sla.objectives} >= {"e2e-p999"}
+    assert Path(monitor.demo.DEFAULT_SLA).is_relative_to(Path(monitor.demo.__file__).parent)
 
 
 def _window(res: str, partition: str, values_us: list[int], kind: str = "e2e") -> object:

@@ -155,8 +155,9 @@ def test_ctrl_z_on_a_fresh_kafka_cluster_as_an_operator_runs_it(
         leaders = {p: pm.leader for p, pm in md.topics["nines.probe"].partitions.items()}
         stalled_broker = leaders[0]
         pid = kafka.broker_pid(stalled_broker)
-        # the probe's first 15 s (the path stalls after 15 s of probing) are the
-        # healthy CPU window
+        # the probe's first 15 s of probing (the path stalls then): the healthy CPU
+        # window, measured from its ready line so that its start-up is not in it
+        probe.started()
         time.sleep(max(0.0, 15 - (d_s + AFTER_S)))
         healthy_core = window(probe, d_s + AFTER_S)
 
@@ -215,7 +216,7 @@ def test_a_probe_on_a_cold_kafka_cluster_stays_within_its_cpu_bound(
     topics = [("nines.probe", 6, 1), ("nines.echoes", 3, 1)]
     with EmbeddedBroker(engine="kafka", brokers=3, topics=topics, warm_up=False) as kafka:
         probe = cli_probes(kafka.bootstrap, "cold", "--rate", "150", "--loss-timeout", "30s")
-        time.sleep(2)
+        probe.started()  # the healthy window holds none of its start-up
         healthy_core = window(probe, FAULT_S + AFTER_S)
         pid = kafka.broker_pid(1)
 
