@@ -3,10 +3,13 @@
 Prometheus parses every annotation and label of a rules file when it loads it, and one that does
 not parse makes it refuse the whole file, so every alert stops. ``nines alerts`` refuses such a
 template itself, naming the objective and the field. This follows Go's ``text/template/parse``
-(lexer and parser, Go 1.19-1.22, as Prometheus 2.x is built) with Prometheus' functions and its
-predefined variables (``$labels``, ``$externalLabels``, ``$externalURL``, ``$value``); what is
-checked is whether it parses, not what it prints. ``tests/unit/alerts/test_alert_templates.py``
-holds it to the real ``promtool`` over generated templates.
+(lexer and parser) of Go 1.23 and later, as Prometheus 3.x is built, with Prometheus' functions
+(3.x's, a superset of 2.x's) and its predefined variables (``$labels``, ``$externalLabels``,
+``$externalURL``, ``$value``); what is checked is whether it parses, not what it prints. Where
+2.x refuses what 3.x takes (``{{else with}}``, Go 1.23; ``urlQueryEscape``, 3.x), the user's own
+``promtool`` decides (``monitor.alerts.promtool``): this check refuses nothing that 3.x takes.
+``tests/unit/alerts/test_alert_templates.py`` holds it to the real ``promtool`` over generated
+templates.
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ import re
 from dataclasses import dataclass
 
 #: Go's builtins and Prometheus' template functions (2.x and 3.x; a newer one is accepted, since
-#: the server the rules go to may be newer than this list's oldest release).
+#: the server the rules go to may be newer than this list's oldest release: ``urlQueryEscape``
+#: is 3.x's).
 _FUNCTION_NAMES = (
     "and call html index slice js len not or print printf println urlquery eq ge gt le lt ne "
     "first label value strvalue args reReplaceAll safeHtml match title toUpper toLower "
     "graphLink tableLink sortByLabel humanize humanize1024 humanizeDuration humanizePercentage "
     "humanizeTimestamp toTime toDuration pathPrefix externalURL parseDuration now stripPort "
-    "stripDomain query"
+    "stripDomain query urlQueryEscape"
 )
 FUNCTIONS = frozenset(_FUNCTION_NAMES.split())
 #: What Prometheus puts before an alert's template when it parses it (rulefmt's ``defs``).
@@ -484,9 +488,11 @@ class _Parser:
         return None
 
     def else_(self) -> str:
+        """``{{else}}``; ``{{else if}}`` and (Go 1.23) ``{{else with}}`` leave their keyword
+        pending for ``control``."""
         following = self.peek_non_space()
-        if following.kind == "if":
-            return "else-if"
+        if following.kind in ("if", "with"):
+            return f"else-{following.kind}"
         self.expect("right", "else")
         return "else"
 
@@ -498,11 +504,12 @@ class _Parser:
         end = self.item_list()
         if kind == "range":
             self.range_depth -= 1
-        if end == "else-if":  # {{else if}}: an {{if}} whose {{end}} ends the whole chain
-            if kind != "if":  # Go 1.19-1.22 reads the "if" as input there
-                raise self.error("unexpected <if> in input")
+        if end in ("else-if", "else-with"):  # an {{if}}/{{with}} whose {{end}} ends the chain
+            chained = end.removeprefix("else-")
+            if kind != chained:  # {{else with}} only in a with, {{else if}} only in an if
+                raise self.error(f"unexpected <{chained}> in input")
             self.next_non_space()
-            self.control("if")
+            self.control(chained)
         elif end == "else":
             end = self.item_list()
             if end != "end":

@@ -2,8 +2,9 @@
 
 The SLA's own checks refuse what it can see (templates, windows, thresholds); promtool is
 Prometheus' parser itself, so a rule it refuses (an expression, a template) is refused here in
-one line naming the objective, before Prometheus refuses the whole file. Without promtool on
-PATH this check is skipped: the SLA's checks still hold.
+one line naming the objective, before Prometheus refuses the whole file. It is the user's own
+promtool that decides where Prometheus 2.x and 3.x differ (``core.alert_template`` follows 3.x).
+Without promtool on PATH nothing is checked here, and ``nines alerts render`` says so in one line.
 """
 
 from __future__ import annotations
@@ -28,14 +29,21 @@ _ANNOTATION = re.compile(r'^(annotation|label) "(?P<key>[^"]+)": (?P<why>.*)')
 _FIELDS = ("summary", "runbook_url")
 
 
+#: What ``nines alerts render`` says when no promtool checked the rules.
+UNCHECKED = (
+    "warning: promtool not found on PATH: the rules were checked by nines' own parser only "
+    "(Prometheus 3.x templates); install your Prometheus' promtool to check them as it will"
+)
+
+
 def check_with_promtool(
     rules: Mapping[str, Any], text: str, sla: SlaConfig, promtool: str | None = None
-) -> None:
+) -> bool:
     """Run ``promtool check rules`` on ``text`` (the rules file ``rules`` rendered); a refusal
-    is a ConfigError naming the objective and the field. No promtool on PATH: nothing to do."""
+    is a ConfigError naming the objective and the field. False when no promtool ran."""
     tool = promtool or shutil.which("promtool")
     if tool is None:
-        return
+        return False
     with tempfile.TemporaryDirectory(prefix="nines-rules-") as home:
         path = Path(home) / "rules.yaml"
         path.write_text(text, encoding="utf-8")
@@ -48,9 +56,9 @@ def check_with_promtool(
                 check=False,
             )
         except (OSError, subprocess.TimeoutExpired):
-            return  # a promtool that cannot run checks nothing; the SLA's checks still hold
+            return False  # a promtool that cannot run checks nothing; the SLA's checks hold
     if done.returncode == 0:
-        return
+        return True
     output = (done.stderr + "\n" + done.stdout).replace(str(path), "rules")
     for line in output.splitlines():
         m = _REFUSED.search(line)
@@ -79,4 +87,4 @@ def _blame(rules: Mapping[str, Any], sla: SlaConfig, group: str, number: int, wh
     return f"{field}: Prometheus refuses {name}: {why}"
 
 
-__all__ = ["PROMTOOL_TIMEOUT_S", "check_with_promtool"]
+__all__ = ["PROMTOOL_TIMEOUT_S", "UNCHECKED", "check_with_promtool"]

@@ -10,6 +10,7 @@ naming the objective and field, and what it renders, promtool loads.
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -40,7 +41,7 @@ PIECES = ["{{", "}}", "{{- ", " -}}", "{{/*", "*/}}", "/*", "*/", "$value", "$la
           "'\\u00e9'"]  # fmt: skip
 #: Functions of newer Prometheus releases than promtool 2.42 (Debian 12's): accepted by the
 #: checker, since the rules may go to a newer server.
-NEWER_FUNCTIONS = {"toDuration", "now"}
+NEWER_FUNCTIONS = {"toDuration", "now", "urlQueryEscape"}
 
 
 def noise(r: random.Random) -> str:
@@ -208,3 +209,63 @@ def test_a_rule_promtool_refuses_names_its_objective(promtool: str, tmp_path: Pa
     ):
         check_with_promtool(rules, yaml.safe_dump(rules), sla, promtool)
     check_with_promtool(render_rules(sla), yaml.safe_dump(render_rules(sla)), sla, promtool)
+
+
+#: What Prometheus 3.x (Go 1.23+) takes and 2.x (Go 1.19-1.22) refuses, and what both refuse.
+ONLY_3X = [
+    "{{with $labels.a}}a{{else with $labels.b}}b{{end}}",
+    "{{with $labels.a}}a{{else with $labels.b}}b{{else}}c{{end}}",
+    '{{ "a b" | urlQueryEscape }}',
+]
+NEITHER = {
+    "{{if 1}}a{{else with 2}}b{{end}}": "unexpected <with> in input",
+    "{{with 1}}a{{else if 2}}b{{end}}": "unexpected <if> in input",
+    "{{range $labels}}a{{else with 2}}b{{end}}": "unexpected <with> in input",
+}
+
+
+def test_the_checker_takes_what_prometheus_3_takes_and_refuses_what_both_refuse() -> None:
+    for text in ONLY_3X:
+        assert template_error(text) is None, text
+    for text, why in NEITHER.items():
+        assert template_error(text) == why, text
+
+
+def test_where_2x_and_3x_differ_the_users_promtool_decides(promtool: str, tmp_path: Path) -> None:
+    """Debian's promtool is 2.42: it refuses each template only 3.x takes, and ``nines alerts
+    render`` with it on PATH refuses them in one line naming the field, exit 2."""
+    version = subprocess.run([promtool, "--version"], capture_output=True, text=True).stdout
+    two = "version 2." in version
+    for i, text in enumerate(ONLY_3X):
+        home = tmp_path / str(i)
+        home.mkdir()
+        out = subprocess.run(
+            [sys.executable, "-m", "monitor", "alerts", "render",
+             "--sla", str(sla_file(home, text))],
+            capture_output=True, text=True, timeout=60, cwd=ROOT, check=False,
+            env={**os.environ, "PATH": f"{Path(promtool).parent}:{os.environ['PATH']}"},
+        )  # fmt: skip
+        if two:
+            lines = out.stderr.strip().splitlines()
+            assert out.returncode == 2 and len(lines) == 1, (text, out.stderr)
+            assert "objectives.0.summary: Prometheus refuses objective 'orders-p99'" in lines[0]
+        else:
+            assert out.returncode == 0, (text, out.stderr)
+
+
+def test_without_promtool_render_says_the_rules_were_not_checked_by_it(tmp_path: Path) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-m", "monitor", "alerts", "render", "--sla",
+         str(sla_file(tmp_path, "p99 is {{ $value }}"))],
+        capture_output=True, text=True, timeout=60, cwd=ROOT, check=False,
+        env={**os.environ, "PATH": str(empty)},
+    )  # fmt: skip
+    assert out.returncode == 0 and "groups:" in out.stdout, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert lines == [
+        "nines alerts render: warning: promtool not found on PATH: the rules were checked by "
+        "nines' own parser only (Prometheus 3.x templates); install your Prometheus' promtool "
+        "to check them as it will"
+    ], lines
