@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import threading
@@ -19,6 +20,20 @@ from real_components import require_tool
 from testbroker.ports import free_port
 
 PROMETHEUS = shutil.which("prometheus")
+#: How each major version turns native histograms on: 2.x by a feature flag (a no-op on 3.x),
+#: 3.8 and later by ``scrape_native_histograms`` in the scrape config (docs/metrics.md).
+NATIVE_FLAG_2X = "--enable-feature=native-histograms"
+
+
+def prometheus_major(binary: str) -> int:
+    """The major version ``binary --version`` reports (``prometheus, version 3.16.0 ...``)."""
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    m = re.search(r"version (\d+)\.", out.stdout + out.stderr)
+    if m is None:
+        raise AssertionError(f"{binary} --version: no version in {out.stdout + out.stderr!r}")
+    return int(m[1])
+
+
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 
 
@@ -102,9 +117,19 @@ class Prometheus(Process):
         alertmanager: str | None,
         scrape_options: dict[str, dict[str, Any]] | None = None,
         flags: tuple[str, ...] = (),
+        native_histograms: bool = False,
+        binary: str | None = None,
     ) -> None:
         """``scrape_options``: job → extra scrape_config keys (scheme, tls_config, basic_auth);
-        ``flags``: more command-line flags (``--enable-feature=native-histograms``)."""
+        ``flags``: more command-line flags; ``native_histograms``: ingest them, as this
+        ``binary``'s major version wants it (default: the ``prometheus`` on PATH)."""
+        binary = binary or PROMETHEUS or "prometheus"
+        self.major = prometheus_major(binary)
+        native_scrape: dict[str, Any] = {}
+        if native_histograms and self.major >= 3:
+            native_scrape = {"scrape_native_histograms": True}
+        elif native_histograms:
+            flags = (*flags, NATIVE_FLAG_2X)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config: dict[str, Any] = {
@@ -114,6 +139,7 @@ class Prometheus(Process):
                 {
                     "job_name": job,
                     "static_configs": [{"targets": [target]}],
+                    **native_scrape,
                     **(scrape_options or {}).get(job, {}),
                 }
                 for job, target in targets.items()
@@ -127,7 +153,7 @@ class Prometheus(Process):
         cfg.write_text(yaml.safe_dump(config))
         super().__init__(
             [
-                PROMETHEUS or "prometheus",
+                binary,
                 f"--config.file={cfg}",
                 f"--storage.tsdb.path={workdir / 'tsdb'}",
                 f"--web.listen-address=127.0.0.1:{self.port}",

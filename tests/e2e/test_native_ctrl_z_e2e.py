@@ -33,7 +33,6 @@ from testkit.promproto_decode import families
 pytestmark = pytest.mark.slow
 
 STALL_S = 6.0
-NATIVE_FLAG = "--enable-feature=native-histograms"
 E2E = f'{NATIVE}{{kind="e2e"}}'
 
 
@@ -114,7 +113,7 @@ def test_native_histogram_through_a_ctrl_z(tmp_path: Path) -> None:
             {"nines-stream": f"127.0.0.1:{stream_port}", "nines-probe": f"127.0.0.1:{probe_port}"},
             [],
             None,
-            flags=(NATIVE_FLAG,),
+            native_histograms=True,
         )
         try:
             started = time.monotonic()

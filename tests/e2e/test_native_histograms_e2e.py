@@ -1,5 +1,6 @@
-"""A real Prometheus (Debian's 2.42, ``--enable-feature=native-histograms``) reads nines'
-protobuf exposition: every sample of both endpoints, and the native histogram's buckets.
+"""A real Prometheus (Debian's 2.42 with its feature flag; 3.x with ``scrape_native_histograms``)
+reads nines' protobuf exposition: every sample of both endpoints, and the native histogram's
+buckets.
 
 With native histograms on, Prometheus asks every target for the protobuf format, so this is
 the encoding checked against the format's owner, not only against our own decoder. The
@@ -27,7 +28,6 @@ from probes.metrics import serve
 from testkit.exporter import protobuf_body, text_body
 from testkit.promproto_decode import families
 
-NATIVE_FLAG = "--enable-feature=native-histograms"
 #: Probe series read live at each scrape (they move between two scrapes).
 VOLATILE = re.compile(r"nines_probe_(cpu_seconds_total|cgroup_cpu_\w+)$")
 LAYOUT = HdrLayout()
@@ -113,7 +113,7 @@ def test_prometheus_reads_every_sample_and_the_native_histogram(tmp_path: Path) 
         {"stream": f"127.0.0.1:{stream.port}", "probe": f"127.0.0.1:{probe.port}"},
         [],
         None,
-        flags=(NATIVE_FLAG,),
+        native_histograms=True,
     )
     try:
         wait_until(lambda: prom.query(NATIVE), 30, 0.5, "the native histogram in Prometheus")
