@@ -157,6 +157,6 @@ def pytest_collection_modifyitems(
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    from testkube.build import stop_background
+    from testkit.gobuild import stop_background
 
     stop_background()

@@ -33,6 +33,8 @@ ALLOWED: dict[str, set[str]] = {
 }
 #: Test and bench support: above the product, never imported by it, never shipped.
 SUPPORT = "testkit"
+#: Test-only packages beside it (the chart tests' control plane), never shipped either.
+TEST_ONLY = ("testkube",)
 #: Third-party libraries the pure core must never import (I/O and engines live in the stages).
 CORE_FORBIDDEN = {"confluent_kafka", "pyspark", "prometheus_client", "pyarrow", "requests"}
 
@@ -130,7 +132,9 @@ def test_the_image_and_the_wheel_ship_every_package() -> None:
     for package in ALLOWED:
         assert f"COPY {package} {package}" in dockerfile, package
         assert f'"{package}*"' in pyproject, package
-    assert f"COPY {SUPPORT}" not in dockerfile and f'"{SUPPORT}*"' not in pyproject
+    for package in (SUPPORT, *TEST_ONLY):
+        assert f"COPY {package}" not in dockerfile and f'"{package}*"' not in pyproject, package
+        assert f'"{package}" = ' not in pyproject, package  # nor its package data
 
 
 def test_the_support_package_is_what_tests_and_benches_import() -> None:
