@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from background_builds import order_and_start, pytest_runtest_protocol, stop_background
 from kafka_cluster import (
     Cluster,
     ExternalCluster,
@@ -26,6 +27,7 @@ from kafka_cluster import (
     unique_topic,
     wait_for,
 )
+from prometheus_releases import prometheus_release
 from real_components import pytest_runtest_makereport, require
 
 from testbroker import EmbeddedBroker
@@ -33,7 +35,15 @@ from testbroker.kafka_jars import KafkaJarsError, resolve
 from testbroker.tansu import TansuError, find_binary
 
 #: The CI hook (a skip fails under CI=true) is registered by being a name of this conftest.
-__all__ = ["consumer", "producer", "pytest_runtest_makereport", "unique_topic", "wait_for"]
+__all__ = [
+    "consumer",
+    "producer",
+    "prometheus_release",
+    "pytest_runtest_makereport",
+    "pytest_runtest_protocol",
+    "unique_topic",
+    "wait_for",
+]
 
 
 @pytest.fixture(scope="session")
@@ -133,30 +143,18 @@ def any_fresh_broker(request: pytest.FixtureRequest) -> EmbeddedBroker:
     return cluster
 
 
-#: The chart's install tests (tests/k8s) and their control plane's build log.
-K8S_TESTS = Path(__file__).resolve().parent / "k8s"
-
-
+@pytest.hookimpl(trylast=True)  # after pytest's own ordering by fixture
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """The chart's install tests run last. When their control plane is not built yet (a fresh
-    machine: 14-20 min of Go), its build starts now, at nice 19, while the rest of the suite
-    runs; their fixture waits for it (testkube.build.BackgroundBuild)."""
-    from testkube.build import bin_dir, start_background
-
-    k8s = [item for item in items if item.path.is_relative_to(K8S_TESTS)]
-    if not k8s:
+    """The tests that need a binary built from Go (the chart's control plane, Prometheus 3) run
+    last; a missing build starts now, at nice 19, while the rest of the suite runs, and is
+    waited for before the first of them (tests/background_builds.py)."""
+    if config.option.collectonly:
         return
-    chosen = set(k8s)
-    items[:] = [item for item in items if item not in chosen] + k8s
-    log = bin_dir().parent / "build.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    if start_background(log):
-        print(f"\nbuilding the Kubernetes control plane in the background (log: {log})")
+    for started in order_and_start(items):
+        print(f"\nbuilding {started} in the background")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    from testkit.gobuild import stop_background
-
     stop_background()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import threading
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_releases import major_of
 from real_components import require_tool
 
 from testbroker.ports import free_port
@@ -23,15 +23,6 @@ PROMETHEUS = shutil.which("prometheus")
 #: How each major version turns native histograms on: 2.x by a feature flag (a no-op on 3.x),
 #: 3.8 and later by ``scrape_native_histograms`` in the scrape config (docs/metrics.md).
 NATIVE_FLAG_2X = "--enable-feature=native-histograms"
-
-
-def prometheus_major(binary: str) -> int:
-    """The major version ``binary --version`` reports (``prometheus, version 3.16.0 ...``)."""
-    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
-    m = re.search(r"version (\d+)\.", out.stdout + out.stderr)
-    if m is None:
-        raise AssertionError(f"{binary} --version: no version in {out.stdout + out.stderr!r}")
-    return int(m[1])
 
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
@@ -124,7 +115,7 @@ class Prometheus(Process):
         ``flags``: more command-line flags; ``native_histograms``: ingest them, as this
         ``binary``'s major version wants it (default: the ``prometheus`` on PATH)."""
         binary = binary or PROMETHEUS or "prometheus"
-        self.major = prometheus_major(binary)
+        self.major = major_of(binary)
         native_scrape: dict[str, Any] = {}
         if native_histograms and self.major >= 3:
             native_scrape = {"scrape_native_histograms": True}

@@ -24,6 +24,7 @@ from e2e_servers import (
     wait_until,
 )
 from kafka_cluster import producer
+from prometheus_releases import PrometheusRelease
 
 from core.echo import Echo, encode_record
 from testbroker import EmbeddedBroker
@@ -87,8 +88,10 @@ def archived_e2e_max_s(archive: Path) -> float:
     return max(maxima, default=0) / 1e6
 
 
-def test_ctrl_z_pages_and_resolves(tmp_path: Path, webhook: Webhook) -> None:
-    require_prometheus()
+def test_ctrl_z_pages_and_resolves(
+    tmp_path: Path, webhook: Webhook, prometheus_release: PrometheusRelease
+) -> None:
+    require_prometheus()  # its Alertmanager (Debian's 0.25, API v2: what 3.x speaks)
     sla = tmp_path / "sla.yaml"
     sla.write_text(yaml.safe_dump(SLA))
     rules = tmp_path / "rules.yaml"
@@ -150,6 +153,7 @@ def test_ctrl_z_pages_and_resolves(tmp_path: Path, webhook: Webhook) -> None:
             {"nines-stream": f"127.0.0.1:{stream_port}", "nines-probe": f"127.0.0.1:{probe_port}"},
             [rules],
             am.address,
+            binary=prometheus_release.server,
         )
         try:
             # Healthy first: closed 10 s windows with samples reach Prometheus, and nothing pages.

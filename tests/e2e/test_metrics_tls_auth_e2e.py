@@ -13,7 +13,8 @@ from pathlib import Path
 
 import bcrypt
 import pytest
-from e2e_servers import Process, Prometheus, free_port, require_prometheus, wait_until
+from e2e_servers import Process, Prometheus, free_port, wait_until
+from prometheus_releases import PrometheusRelease
 from tls_material import make_tls
 
 pytestmark = pytest.mark.slow
@@ -49,8 +50,9 @@ def up(prom: Prometheus, job: str) -> float | None:
     return float(result[0]["value"][1]) if result else None
 
 
-def test_prometheus_scrapes_the_probe_over_tls_with_basic_auth(tmp_path: Path, broker) -> None:  # type: ignore[no-untyped-def]
-    require_prometheus()
+def test_prometheus_scrapes_the_probe_over_tls_with_basic_auth(  # type: ignore[no-untyped-def]
+    tmp_path: Path, broker, prometheus_release: PrometheusRelease
+) -> None:
     config, ca = web_config(tmp_path)
     port = free_port()
     probe = Process(
@@ -61,7 +63,10 @@ def test_prometheus_scrapes_the_probe_over_tls_with_basic_auth(tmp_path: Path, b
     )  # fmt: skip
     targets, options = scrape_jobs(f"127.0.0.1:{port}", ca)
     (tmp_path / "prom").mkdir()
-    prom = Prometheus(tmp_path / "prom", targets, [], None, scrape_options=options)
+    prom = Prometheus(
+        tmp_path / "prom", targets, [], None, scrape_options=options,
+        binary=prometheus_release.server,
+    )  # fmt: skip
     try:
         wait_until(lambda: up(prom, "good") == 1.0, 60, what="the TLS + basic auth scrape up")
         wait_until(
@@ -84,14 +89,15 @@ def test_prometheus_scrapes_the_probe_over_tls_with_basic_auth(tmp_path: Path, b
     assert probe.proc.returncode in (0, -15), probe.log.read_text()[-2000:]
 
 
-def test_prometheus_scrapes_the_stream_exporter_over_tls_with_basic_auth(tmp_path: Path) -> None:
+def test_prometheus_scrapes_the_stream_exporter_over_tls_with_basic_auth(
+    tmp_path: Path, prometheus_release: PrometheusRelease
+) -> None:
     """The stream job's /metrics server (the exporter's), with the same web config."""
     from core.hdr import HdrLayout, SparseHistogram
     from core.windows import SeriesKey, WindowHistogram
     from monitor.exporter import LatencyExporter
     from runtime.webconfig import load_web_config
 
-    require_prometheus()
     config, ca = web_config(tmp_path)
     exporter = LatencyExporter()
     hist = SparseHistogram.from_values(HdrLayout(), [1_000, 2_000, 7_500])
@@ -101,7 +107,10 @@ def test_prometheus_scrapes_the_stream_exporter_over_tls_with_basic_auth(tmp_pat
     server = exporter.serve("127.0.0.1", 0, load_web_config(config))
     targets, options = scrape_jobs(f"127.0.0.1:{server.port}", ca)
     (tmp_path / "prom").mkdir()
-    prom = Prometheus(tmp_path / "prom", targets, [], None, scrape_options=options)
+    prom = Prometheus(
+        tmp_path / "prom", targets, [], None, scrape_options=options,
+        binary=prometheus_release.server,
+    )  # fmt: skip
     try:
         wait_until(lambda: up(prom, "good") == 1.0, 60, what="the TLS + basic auth scrape up")
         got = wait_until(

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from e2e_servers import Prometheus, require_prometheus, wait_until
+from e2e_servers import Prometheus, wait_until
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_releases import PrometheusRelease
 
 from core import promproto
 from core.hdr import HdrLayout, SparseHistogram
@@ -100,8 +101,9 @@ def probe_snapshot() -> dict[str, Any]:
     }
 
 
-def test_prometheus_reads_every_sample_and_the_native_histogram(tmp_path: Path) -> None:
-    require_prometheus()
+def test_prometheus_reads_every_sample_and_the_native_histogram(
+    tmp_path: Path, prometheus_release: PrometheusRelease
+) -> None:
     windows = stall_windows()
     exp = LatencyExporter()
     exp.update(with_rollups(windows))
@@ -114,6 +116,7 @@ def test_prometheus_reads_every_sample_and_the_native_histogram(tmp_path: Path) 
         [],
         None,
         native_histograms=True,
+        binary=prometheus_release.server,
     )
     try:
         wait_until(lambda: prom.query(NATIVE), 30, 0.5, "the native histogram in Prometheus")

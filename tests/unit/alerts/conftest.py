@@ -9,19 +9,18 @@ from typing import Any
 
 import pytest
 import yaml
-from alerts_helpers import EXAMPLE_SLA, PROMTOOL, RunTests
-from real_components import require_tool
+from alerts_helpers import EXAMPLE_SLA, RunTests
+from prometheus_releases import PrometheusRelease
 
 from core.sla import SlaConfig
 from runtime.config_io import load_sla
 
 
-@pytest.fixture(scope="session")
-def promtool() -> str:
-    """Path of promtool, or skip: these tests prove the rules with the real tool only."""
-    return PROMTOOL or require_tool(
-        "promtool", "Debian package 'prometheus'; make system-test-deps"
-    )
+@pytest.fixture
+def promtool(prometheus_release: PrometheusRelease) -> str:
+    """Path of promtool of each release in turn (Debian's 2.42, the built 3.x): these tests
+    prove the rules with the real tool only, of the versions users run."""
+    return prometheus_release.promtool
 
 
 @pytest.fixture(scope="session")
