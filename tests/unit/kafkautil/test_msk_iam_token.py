@@ -1,0 +1,134 @@
+"""AWS MSK IAM tokens from the signer, read back as AWS would: a SigV4-presigned
+``kafka-cluster:Connect`` request for ``kafka.REGION.amazonaws.com``, its signature recomputed
+here from the secret key by an implementation of our own (AWS's SigV4 spec), not botocore's."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import hmac
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import parse_qsl, quote, urlsplit
+
+import pytest
+from aws_env import aws_env, credential_process
+
+from kafkautil.auth import check_auth, msk_iam_token
+
+ROOT = Path(__file__).resolve().parents[3]
+KEY_ID, SECRET = "AKIDNINESSTATIC01", "nines/static+test/secret0123456789abcdefgh"
+
+
+def use_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    for k in list(os.environ):
+        if k.startswith("AWS_"):
+            monkeypatch.delenv(k)
+    for k, v in env.items():
+        if k.startswith("AWS_"):
+            monkeypatch.setenv(k, v)
+
+
+def url_of(token: str) -> str:
+    return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+
+
+def sigv4_signature(url: str, secret: str) -> str:
+    """The signature a presigned GET of ``url`` must carry (AWS SigV4, query-string auth)."""
+    parts = urlsplit(url)
+    query = [
+        (k, v) for k, v in parse_qsl(parts.query) if k not in ("X-Amz-Signature", "User-Agent")
+    ]
+    enc = lambda s: quote(s, safe="-_.~")  # noqa: E731
+    canonical_query = "&".join(f"{enc(k)}={enc(v)}" for k, v in sorted(query))
+    canonical = "\n".join(["GET", parts.path or "/", canonical_query, f"host:{parts.hostname}\n",
+                           "host", hashlib.sha256(b"").hexdigest()])  # fmt: skip
+    params = dict(query)
+    scope = params["X-Amz-Credential"].split("/", 1)[1]
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", params["X-Amz-Date"], scope,
+                         hashlib.sha256(canonical.encode()).hexdigest()])  # fmt: skip
+    date, region, service, _ = scope.split("/")
+    key = f"AWS4{secret}".encode()
+    for part in (date, region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    return hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+
+
+@pytest.mark.parametrize("region", ["eu-west-1", "us-gov-west-1"])
+def test_a_token_is_a_presigned_connect_request_for_the_regions_msk(
+    monkeypatch: pytest.MonkeyPatch, region: str
+) -> None:
+    use_env(monkeypatch, aws_env(AWS_ACCESS_KEY_ID=KEY_ID, AWS_SECRET_ACCESS_KEY=SECRET))
+    before = int(time.time())
+    token, expiry_s = msk_iam_token(region)
+    url = url_of(token)
+    parts = urlsplit(url)
+    params = dict(parse_qsl(parts.query))
+    assert (parts.scheme, parts.hostname, parts.path) == (
+        "https",
+        f"kafka.{region}.amazonaws.com",
+        "/",
+    )
+    assert params["Action"] == "kafka-cluster:Connect"
+    assert params["X-Amz-Algorithm"] == "AWS4-HMAC-SHA256"
+    assert params["X-Amz-SignedHeaders"] == "host"
+    signed = datetime.datetime.strptime(params["X-Amz-Date"], "%Y%m%dT%H%M%SZ")
+    signed_s = signed.replace(tzinfo=datetime.UTC).timestamp()
+    assert before - 1 <= signed_s <= time.time()
+    day = signed.strftime("%Y%m%d")
+    assert params["X-Amz-Credential"] == f"{KEY_ID}/{day}/{region}/kafka-cluster/aws4_request"
+    assert params["X-Amz-Expires"] == "900" and expiry_s == signed_s + 900
+    assert params["X-Amz-Signature"] == sigv4_signature(url, SECRET)
+    assert params["X-Amz-Signature"] != sigv4_signature(url, SECRET + "x")
+    assert SECRET not in url
+
+
+def test_session_credentials_are_signed_with_their_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_env(monkeypatch, aws_env(AWS_ACCESS_KEY_ID=KEY_ID, AWS_SECRET_ACCESS_KEY=SECRET,
+                                 AWS_SESSION_TOKEN="nines-session-token"))  # fmt: skip
+    url = url_of(msk_iam_token("eu-west-1")[0])
+    params = dict(parse_qsl(urlsplit(url).query))
+    assert params["X-Amz-Security-Token"] == "nines-session-token"
+    assert params["X-Amz-Signature"] == sigv4_signature(url, SECRET)
+
+
+def test_the_expiry_is_the_credentials_when_they_end_first(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config, issued = credential_process(tmp_path, lifetime_s=120)
+    use_env(monkeypatch, aws_env(config))
+    token, expiry_s = msk_iam_token("eu-west-1")
+    key, ends = issued.read_text().split()[-2:]
+    assert f"X-Amz-Credential={key}%2F" in url_of(token)
+    assert float(ends) - 1 <= expiry_s <= float(ends)  # Expiration is whole seconds
+
+
+def test_no_credentials_is_one_line_at_start_and_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "empty-config"
+    config.write_text("[default]\nregion = eu-west-1\n")
+    argvs = [
+        ["probe", "--bootstrap", "127.0.0.1:9", "--metrics-port", "0"],
+        ["stream", "--bootstrap", "127.0.0.1:9", "--metrics-port", "0"],
+    ]
+    for argv in argvs:
+        run = subprocess.run(
+            [sys.executable, "-m", "monitor", *argv, "--kafka-login", "aws-msk-iam",
+             "--aws-region", "eu-west-1"],
+            capture_output=True, text=True, timeout=60, cwd=ROOT, env=aws_env(config),
+        )  # fmt: skip
+        assert run.returncode == 2, run.stderr[-2000:]
+        assert run.stderr.splitlines() == [
+            f"nines {argv[0]}: error: {argv[0]}.kafka_login: aws-msk-iam: no AWS credentials "
+            "found (environment, shared config/credentials profile, or web identity)"
+        ]
+
+
+def test_check_auth_passes_with_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.kafka_conf import KafkaAuth
+
+    use_env(monkeypatch, aws_env(AWS_ACCESS_KEY_ID=KEY_ID, AWS_SECRET_ACCESS_KEY=SECRET))
+    check_auth(KafkaAuth("aws-msk-iam", "eu-west-1"), "probe.kafka_login")
