@@ -8,10 +8,14 @@ profile whose credentials expire ``lifetime_s`` after each issue and logs each o
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import os
 import sys
 import textwrap
 from pathlib import Path
+from urllib.parse import parse_qsl, quote, urlsplit
 
 
 def aws_env(config: Path | None = None, **extra: str) -> dict[str, str]:
@@ -30,7 +34,7 @@ def aws_env(config: Path | None = None, **extra: str) -> dict[str, str]:
 def credential_process(directory: Path, lifetime_s: float) -> tuple[Path, Path]:
     """An AWS config file whose default profile runs a ``credential_process`` issuing new keys
     (``AKIDNINES<n>``) that expire ``lifetime_s`` later, and the log of what it issued
-    (``ACCESS_KEY EXPIRATION_EPOCH_S`` per line)."""
+    (``ACCESS_KEY EXPIRATION_EPOCH_S SECRET_KEY`` per line: test keys, kept to check signatures)."""
     directory.mkdir(parents=True, exist_ok=True)
     issued = directory / "issued.log"
     script = directory / "creds.py"
@@ -40,11 +44,10 @@ def credential_process(directory: Path, lifetime_s: float) -> tuple[Path, Path]:
         log = {str(issued)!r}
         n = sum(1 for _ in open(log)) if __import__("os").path.exists(log) else 0
         ends = time.time() + {lifetime_s}
-        key = f"AKIDNINES{{n:08d}}"
+        key, secret = f"AKIDNINES{{n:08d}}", secrets.token_urlsafe(30)
         with open(log, "a") as f:
-            f.write(f"{{key}} {{ends:.3f}}\\n")
-        print(json.dumps({{"Version": 1, "AccessKeyId": key,
-            "SecretAccessKey": secrets.token_urlsafe(30),
+            f.write(f"{{key}} {{ends:.3f}} {{secret}}\\n")
+        print(json.dumps({{"Version": 1, "AccessKeyId": key, "SecretAccessKey": secret,
             "Expiration": datetime.datetime.fromtimestamp(ends, datetime.timezone.utc)
                 .strftime("%Y-%m-%dT%H:%M:%SZ")}}))
         """)
@@ -54,4 +57,40 @@ def credential_process(directory: Path, lifetime_s: float) -> tuple[Path, Path]:
     return config, issued
 
 
-__all__ = ["aws_env", "credential_process"]
+def issued_keys(log: Path) -> dict[str, tuple[float, str]]:
+    """``credential_process``'s log: access key → (expiration, secret key)."""
+    out = {}
+    for line in log.read_text().splitlines():
+        key, ends, secret = line.split()
+        out[key] = (float(ends), secret)
+    return out
+
+
+def url_of(token: str) -> str:
+    """An MSK IAM token's presigned URL (the token is its base64url, unpadded)."""
+    return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+
+
+def sigv4_signature(url: str, secret: str) -> str:
+    """The signature a presigned GET of ``url`` must carry: AWS SigV4 query-string auth, written
+    here from AWS's spec, not botocore's code (the signer adds ``User-Agent`` after signing)."""
+    parts = urlsplit(url)
+    query = [
+        (k, v) for k, v in parse_qsl(parts.query) if k not in ("X-Amz-Signature", "User-Agent")
+    ]
+    enc = lambda s: quote(s, safe="-_.~")  # noqa: E731
+    canonical_query = "&".join(f"{enc(k)}={enc(v)}" for k, v in sorted(query))
+    canonical = "\n".join(["GET", parts.path or "/", canonical_query, f"host:{parts.hostname}\n",
+                           "host", hashlib.sha256(b"").hexdigest()])  # fmt: skip
+    params = dict(query)
+    scope = params["X-Amz-Credential"].split("/", 1)[1]
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", params["X-Amz-Date"], scope,
+                         hashlib.sha256(canonical.encode()).hexdigest()])  # fmt: skip
+    date, region, service, _ = scope.split("/")
+    key = f"AWS4{secret}".encode()
+    for part in (date, region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    return hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+
+
+__all__ = ["aws_env", "credential_process", "issued_keys", "sigv4_signature", "url_of"]
