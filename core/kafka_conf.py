@@ -10,11 +10,15 @@ Those are listed here, once, and a ``kafka:`` key that would change one is refus
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, ValidationInfo, field_validator
+
+from core.config import StageConfig
+from core.settings import setting
 
 
 @dataclass(frozen=True)
@@ -109,11 +113,95 @@ StreamKafka = Annotated[dict[str, str], _pinned_field(STREAM_PINNED)]
 #: The probe's ``kafka:`` field: what the probe relies on is not tuning.
 ProbeKafka = Annotated[dict[str, str], _pinned_field(PROBE_PINNED)]
 
+#: ``kafka_login`` modes: ``settings`` (the ``kafka:`` settings alone: PLAIN, SCRAM, OIDC, mTLS)
+#: or ``aws-msk-iam`` (SASL/OAUTHBEARER with a token signed by the AWS SDK, kafkautil.auth).
+AuthMode = Literal["settings", "aws-msk-iam"]
+#: An AWS region name: ``eu-west-1``, ``us-gov-west-1``, ``cn-north-1``.
+AWS_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d+")
+#: What ``aws-msk-iam`` sets itself: a ``kafka:`` key of these names is refused, or must agree.
+MSK_IAM_SETTINGS = {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER"}
+#: ``kafka:`` keys of another SASL mechanism, refused beside ``aws-msk-iam``.
+MSK_IAM_REFUSED = (
+    "sasl.username",
+    "sasl.password",
+    "sasl.oauthbearer.method",
+    "sasl.oauthbearer.config",
+    "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.token.endpoint.url",
+)
+
+
+@dataclass(frozen=True)
+class KafkaAuth:
+    """A stage's ``kafka_login`` and ``aws_region``: plain data, pickled to Spark's workers,
+    where ``kafkautil.auth`` builds the client settings (a token callback) from it."""
+
+    mode: AuthMode = "settings"
+    region: str | None = None
+
+
+class KafkaAuthConfig(StageConfig):
+    """``kafka_login`` and ``aws_region``: one home for the probe's and the stream's."""
+
+    kafka_login: AuthMode = setting(
+        "settings",
+        choices=True,
+        help="settings: as the kafka settings say (PLAIN, SCRAM, OIDC, mTLS); aws-msk-iam: "
+        "SASL/OAUTHBEARER with a token signed from the AWS credential chain",
+    )
+    aws_region: str | None = setting(
+        None,
+        validate_default=True,
+        help="aws-msk-iam: the cluster's AWS region (e.g. eu-west-1)",
+    )
+
+    @field_validator("aws_region")
+    @classmethod
+    def _aws_region(cls, v: str | None, info: ValidationInfo) -> str | None:
+        msk = info.data.get("kafka_login") == "aws-msk-iam"
+        if v is None and msk:
+            raise ValueError("required with kafka_login aws-msk-iam (e.g. eu-west-1)")
+        if v is not None and not msk:
+            raise ValueError("only with kafka_login aws-msk-iam")
+        if v is not None and not AWS_REGION.fullmatch(v):
+            raise ValueError("must be an AWS region name, e.g. eu-west-1")
+        return v
+
+    @field_validator("kafka", check_fields=False)
+    @classmethod
+    def _msk_iam_kafka(cls, v: Mapping[str, str], info: ValidationInfo) -> Mapping[str, str]:
+        if info.data.get("kafka_login") != "aws-msk-iam":
+            return v
+        for key, value in v.items():
+            name = str(key).strip().lower()
+            wanted = MSK_IAM_SETTINGS.get(name)
+            if name in MSK_IAM_REFUSED or (
+                wanted is not None and str(value).strip().upper() != wanted
+            ):
+                what = f"sets it to {wanted}" if wanted else "signs its own token"
+                raise ValueError(
+                    f"{str(key).strip()}: not with kafka_login aws-msk-iam, which {what}"
+                )
+        return v
+
+    @property
+    def auth(self) -> KafkaAuth:
+        """The Kafka clients' authentication mode, as plain data."""
+        return KafkaAuth(self.kafka_login, self.aws_region)
+
+
 __all__ = [
+    "AWS_REGION",
+    "MSK_IAM_REFUSED",
+    "MSK_IAM_SETTINGS",
     "PROBE_PINNED",
     "SECRET_SETTINGS",
     "STREAM_PINNED",
     "TUNING",
+    "AuthMode",
+    "KafkaAuth",
+    "KafkaAuthConfig",
     "Pin",
     "ProbeKafka",
     "StreamKafka",

@@ -14,6 +14,8 @@ FLAGS = (
     "nats_jetstream",
     "redis_streams",
     "echo_bootstrap",
+    "kafka_login",
+    "aws_region",
     "topic",
     "echo_topic",
     "rate",
@@ -64,6 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     """Validate the configuration and probe."""
     from core.config import ConfigError, build, section
+    from kafkautil.auth import check_auth
     from probes.agent import run_probe
     from runtime.config_io import check_port_free, load_yaml
     from runtime.fdlimit import raise_open_files_limit
@@ -78,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("probe.bootstrap: required (--bootstrap or `probe: bootstrap:`)")
     config = build(ProbeConfig, values, flags, prefix="probe")
     config.client_settings()  # an unset env: or unreadable file: secret fails here, exit 2
+    check_auth(config.auth, "probe.kafka_login")  # no AWS credentials: exit 2, now
     if config.metrics_port:  # 0: no /metrics, so no address to check
         check_port_free(config.metrics_host, config.metrics_port)  # before any connection
     load_web_config(config.web_config_file)  # a bad file or certificate: exit 2, now

@@ -10,7 +10,6 @@ from typing import Any, Literal
 from pydantic import ValidationInfo, field_validator, model_validator
 
 from core.config import (
-    StageConfig,
     kafka_bootstrap,
     kafka_topic_name,
     label,
@@ -18,7 +17,7 @@ from core.config import (
 )
 from core.echo import DEFAULT_ECHO_TOPIC
 from core.echo_v2 import MAX_BATCH_ECHOES
-from core.kafka_conf import ProbeKafka
+from core.kafka_conf import KafkaAuthConfig, ProbeKafka
 from core.labels import MAX_LABEL_BYTES, label_bytes
 from core.redact import redact_url, remember_url
 from core.settings import setting
@@ -80,7 +79,7 @@ def _default_probe_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-class ProbeConfig(StageConfig):
+class ProbeConfig(KafkaAuthConfig):
     """Where to probe, how fast, and how long to wait before a message counts as lost."""
 
     bootstrap: str = setting(
@@ -315,14 +314,17 @@ class ProbeConfig(StageConfig):
             object.__setattr__(self, "echo_bootstrap", self.bootstrap)
         return self
 
-    def client_settings(self) -> dict[str, str]:
-        """librdkafka pass-through settings with ``env:VAR`` / ``file:PATH`` secrets resolved.
+    def client_settings(self) -> dict[str, Any]:
+        """librdkafka pass-through settings with ``env:VAR`` / ``file:PATH`` secrets resolved,
+        and what ``kafka_auth`` adds (aws-msk-iam: SASL_SSL, OAUTHBEARER, its token callback).
 
         An unset variable or an unreadable file raises ConfigError naming the key, e.g.
         ``kafka.sasl.password: cannot read file /x: No such file or directory``; the message
         never holds a secret.
         """
-        return resolve_secrets(self.kafka, "kafka")
+        from kafkautil.auth import auth_settings
+
+        return {**resolve_secrets(self.kafka, "kafka"), **auth_settings(self.auth)}
 
     def clients(self) -> dict[str, dict[str, Any]]:
         """The librdkafka configuration of the probe's three clients: ``producer`` (probe

@@ -9,12 +9,11 @@ is downloaded at job start) and registers ``nines_hist_merge`` through the gatew
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 from pathlib import Path
 
-from runtime.maven import cache_dir, run_mvn
+from runtime.maven import build_jar, cached_jar
 
 MODULE = Path(__file__).resolve().parent.parent / "jvm" / "aggregator"
 JAR_ENV = "NINES_AGGREGATOR_JAR"
@@ -28,16 +27,9 @@ class AggregatorJarError(RuntimeError):
     """No jar, and no way to build one here; the message says what to do, in one line."""
 
 
-def _sources() -> list[Path]:
-    return sorted([MODULE / "pom.xml", *(MODULE / "src").rglob("*.java")])
-
-
 def cache_file() -> Path:
     """The cached jar, named by its sources' hash."""
-    digest = hashlib.sha1()
-    for p in _sources():
-        digest.update(p.relative_to(MODULE).as_posix().encode() + b"\0" + p.read_bytes())
-    return cache_dir() / f"nines-aggregator-{digest.hexdigest()[:12]}.jar"
+    return cached_jar(MODULE, "nines-aggregator")
 
 
 def resolve(build: bool = True) -> str:
@@ -59,14 +51,9 @@ def resolve(build: bool = True) -> str:
             "the histogram merge jar is not built: run `make aggregator-jar` (needs Maven and "
             f"Java 17) or set {JAR_ENV}"
         )
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    target = cached.with_name(f".build-{os.getpid()}")
-    why = run_mvn(MODULE / "pom.xml", ["package", f"-Dnines.build.dir={target}"], BUILD_TIMEOUT_S)
-    jar = target / "nines-aggregator.jar"
-    if why is not None or not jar.is_file():
-        raise AggregatorJarError(f"mvn could not build the histogram merge jar: {why or 'no jar'}")
-    os.replace(jar, cached)
-    shutil.rmtree(target, ignore_errors=True)
+    why = build_jar(MODULE, "nines-aggregator", BUILD_TIMEOUT_S)
+    if why is not None:
+        raise AggregatorJarError(f"mvn could not build the histogram merge jar: {why}")
     return str(cached)
 
 

@@ -20,6 +20,8 @@ C = TypeVar("C", bound="StreamConfig")
 FLAGS = (
     "bootstrap",
     "echo_topic",
+    "kafka_login",
+    "aws_region",
     "windows",
     "watermark",
     "digits",
@@ -121,6 +123,7 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
 
     from core.config import ConfigError
     from kafkautil import ConnectFailures, describe_topic
+    from kafkautil.auth import auth_settings, check_auth
     from runtime.config_io import resolve_secrets
 
     quiet = logging.getLogger("nines.stream.preflight")
@@ -128,6 +131,7 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
         quiet.addHandler(logging.NullHandler())
     quiet.propagate = False  # librdkafka's connect failures would add lines to our one
     failures = ConnectFailures()
+    check_auth(config.auth, "stream.kafka_login")  # no AWS credentials: exit 2, now
     try:
         consumer = Consumer(
             {
@@ -135,6 +139,7 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
                 "group.id": "nines-stream-preflight",
                 "enable.auto.commit": False,
                 **resolve_secrets(config.kafka),
+                **auth_settings(config.auth),
                 "logger": quiet,
                 "error_cb": failures,
             }

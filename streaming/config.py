@@ -10,7 +10,7 @@ from pydantic import PrivateAttr, field_validator, model_validator
 from core.config import kafka_bootstrap, kafka_topic_name
 from core.echo import DEFAULT_ECHO_TOPIC
 from core.hdr import HdrLayout, LayoutError
-from core.kafka_conf import StreamKafka
+from core.kafka_conf import KafkaAuthConfig, StreamKafka
 from core.settings import SeriesCapConfig, seconds_fields, setting
 from core.units import parse_duration_s, parse_size_bytes
 from core.windows import DEFAULT_WINDOWS, WindowSpec
@@ -27,7 +27,7 @@ SPARK_K8S = re.compile(rf"k8s://(https?://)?{_HOST}(:{_PORT})?/?")
 MIN_TRIGGER_S = 0.001
 
 
-class StreamConfig(SeriesCapConfig):
+class StreamConfig(SeriesCapConfig, KafkaAuthConfig):
     """Where echoes come from, which windows to keep, and where results go.
 
     ``max_series`` (inherited) also bounds the series admitted into Spark's state; the

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.kafka_conf import KafkaAuth
 from kafkautil import EARLIEST, LATEST, list_offsets
 from runtime.config_io import resolve_secrets
 from streaming.gaps import Gap, KafkaRange, RangeBook
@@ -34,9 +35,12 @@ TAIL_FETCH_TIMEOUT_S = 5.0
 WATERMARK_TIMEOUT_S = 10.0
 
 
-def open_consumer(bootstrap: str, kafka: dict[str, Any]) -> Any:
-    """A consumer for the echo topic, tuned for throughput; ``kafka`` overrides the settings."""
+def open_consumer(bootstrap: str, kafka: dict[str, Any], auth: KafkaAuth | None = None) -> Any:
+    """A consumer for the echo topic, tuned for throughput; ``kafka`` overrides the settings,
+    and ``auth`` adds its own (an MSK IAM token callback, made here, in the worker)."""
     from confluent_kafka import Consumer
+
+    from kafkautil.auth import auth_settings
 
     return Consumer(
         {
@@ -61,6 +65,7 @@ def open_consumer(bootstrap: str, kafka: dict[str, Any]) -> Any:
             # env:/file: secrets resolve here, where the consumer runs (the executor has
             # the Secret), so no secret ever enters Spark's options, plans or logs
             **resolve_secrets(kafka),
+            **auth_settings(auth or KafkaAuth()),
         }
     )
 

@@ -33,6 +33,8 @@ SETTINGS = (
     "max_clock_skew",
     "max_series",
     "kafka",
+    "kafka_login",
+    "aws_region",
 )
 
 
@@ -47,6 +49,8 @@ class SourceOptions:
     max_clock_skew: float
     max_series: int
     kafka: dict[str, str]
+    kafka_login: str
+    aws_region: str | None
     checkpoint: str | None
     #: Spark tasks per micro-batch at most (the job passes the default parallelism).
     max_input_partitions: int

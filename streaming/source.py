@@ -35,6 +35,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from core.kafka_conf import KafkaAuth
 from streaming import admission
 from streaming.combine import Combiner
 from streaming.consume import Fetched, consume_ranges, log_ends, open_consumer, watermarks
@@ -119,6 +120,8 @@ class KafkaEchoReader(DataSourceStreamReader):
         self.windows = opts.windows
         self.layout = opts.layout
         self.kafka = opts.kafka
+        #: Plain data: the token callback is built by ``open_consumer``, in the worker.
+        self.auth = KafkaAuth(opts.kafka_login, opts.aws_region)  # type: ignore[arg-type]
         self.stall_timeout_s = opts.stall_timeout_s
         #: Spark tasks per micro-batch at most (the job passes the default parallelism).
         self.max_slices = opts.max_input_partitions
@@ -129,7 +132,7 @@ class KafkaEchoReader(DataSourceStreamReader):
         self.max_series = opts.max_series
 
     def _consumer(self) -> Any:
-        return open_consumer(self.bootstrap, self.kafka)
+        return open_consumer(self.bootstrap, self.kafka, self.auth)
 
     def _watermarks(self) -> dict[str, tuple[int, int]]:
         c = getattr(self, "_client", None)

@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -182,6 +182,47 @@ def make_sasl(directory: Path) -> Sasl:
     return Sasl(ca, keystore, password_file, client_config)
 
 
+#: The OAUTHBEARER listener's name (its protocol is SASL_SSL).
+OAUTH_LISTENER = "OAUTH"
+
+
+@dataclass(frozen=True)
+class OAuthListener:
+    """A SASL_SSL listener for SASL/OAUTHBEARER, besides the others: who validates the tokens.
+
+    ``handler`` is the broker's server callback handler class (Kafka's
+    ``OAuthBearerValidatorCallbackHandler`` for OIDC's JWTs, or a test's own), ``jaas`` the
+    options of its login module, ``settings`` broker settings added as they are (the JWKS URL,
+    the expected audience, ``connections.max.reauth.ms``...), ``classpath`` jars the handler
+    needs and ``system_properties`` the JVM's (Kafka 4's allowed OAuth URLs)."""
+
+    handler: str
+    jaas: dict[str, str] = field(default_factory=dict)
+    settings: dict[str, str] = field(default_factory=dict)
+    classpath: tuple[str, ...] = ()
+    system_properties: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OAuthTls:
+    """The OAUTHBEARER listener's TLS: a CA the clients trust, the broker's PEM keystore."""
+
+    ca: Path
+    keystore: Path
+
+
+def make_oauth_tls(directory: Path) -> OAuthTls:
+    """A throwaway CA and a loopback server certificate for the OAUTHBEARER listener."""
+    try:
+        tls = make_tls(directory, days=30)
+    except TlsError as exc:
+        raise KafkaEngineError(f"the OAUTHBEARER listener: {exc}") from None
+    keystore = directory / "server.pem"
+    keystore.write_text(tls.key.read_text() + tls.cert.read_text())
+    keystore.chmod(0o600)
+    return OAuthTls(tls.ca, keystore)
+
+
 LOG4J2 = """\
 status = error
 appender.file.type = RollingFile
@@ -209,19 +250,27 @@ class Ports:
     plain: int
     controller: int
     sasl: int | None
+    oauth: int | None = None
 
 
 class KafkaNode:
     """One Apache Kafka JVM: its config and log dir under ``home``; start, stop, restart."""
 
     def __init__(
-        self, node_id: int, home: Path, ports: Ports, voter: bool, sasl: Sasl | None
+        self,
+        node_id: int,
+        home: Path,
+        ports: Ports,
+        voter: bool,
+        sasl: Sasl | None,
+        oauth: tuple[OAuthListener, OAuthTls] | None = None,
     ) -> None:
         self.node_id = node_id
         self.home = home
         self.ports = ports
         self.voter = voter
         self.sasl = sasl
+        self.oauth = oauth
         self.log_path = home / "broker.log"
         self.proc: subprocess.Popen[bytes] | None = None
         #: Not running on purpose (not started yet, or ``ctl down``): its absence is no failure.
@@ -234,6 +283,10 @@ class KafkaNode:
     @property
     def sasl_bootstrap(self) -> str | None:
         return None if self.ports.sasl is None else f"{LOOPBACK}:{self.ports.sasl}"
+
+    @property
+    def oauth_bootstrap(self) -> str | None:
+        return None if self.ports.oauth is None else f"{LOOPBACK}:{self.ports.oauth}"
 
     def properties(self, voters: str, replication: int) -> dict[str, str]:
         """server.properties: loopback listeners, small thread pools, test-friendly defaults."""
@@ -280,6 +333,25 @@ class KafkaNode:
                 "listener.name.sasl_ssl.ssl.keystore.type": "PEM",
                 "listener.name.sasl_ssl.ssl.keystore.location": str(self.sasl.keystore),
             }
+        if self.oauth is not None:
+            listener, tls = self.oauth
+            name = OAUTH_LISTENER.lower()
+            listeners.append(f"{OAUTH_LISTENER}://{self.oauth_bootstrap}")
+            advertised.append(f"{OAUTH_LISTENER}://{self.oauth_bootstrap}")
+            protocols.append(f"{OAUTH_LISTENER}:SASL_SSL")
+            options = "".join(f' {k}="{v}"' for k, v in listener.jaas.items())
+            module = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+            jaas = f"{module} required{options};"
+            props |= {
+                f"listener.name.{name}.sasl.enabled.mechanisms": "OAUTHBEARER",
+                f"listener.name.{name}.oauthbearer.sasl.jaas.config": jaas,
+                f"listener.name.{name}.oauthbearer.sasl.server.callback.handler.class": (
+                    listener.handler
+                ),
+                f"listener.name.{name}.ssl.keystore.type": "PEM",
+                f"listener.name.{name}.ssl.keystore.location": str(tls.keystore),
+                **listener.settings,
+            }
         props |= {
             "listeners": ",".join(listeners),
             "advertised.listeners": ",".join(advertised),
@@ -298,7 +370,12 @@ class KafkaNode:
 
     def _jvm(self, classpath: str, main: str, *args: str, heap: str = HEAP) -> list[str]:
         log4j = f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}"
-        return [java(), f"-Xmx{heap}", f"-Xms{heap}", *JVM_OPTS, log4j, "-cp", classpath,
+        extra: list[str] = []
+        if self.oauth is not None:
+            listener = self.oauth[0]
+            classpath = os.pathsep.join([classpath, *listener.classpath])
+            extra = [f"-D{k}={v}" for k, v in listener.system_properties.items()]
+        return [java(), f"-Xmx{heap}", f"-Xms{heap}", *JVM_OPTS, *extra, log4j, "-cp", classpath,
                 main, *args]  # fmt: skip
 
     def format(self, classpath: str, cluster: str, sasl_password: str | None) -> None:
@@ -371,20 +448,29 @@ class KraftCluster:
     """N Apache Kafka brokers in one KRaft cluster on loopback, owned by this process."""
 
     def __init__(
-        self, classpath: str, brokers: int, home: Path, sasl: bool = False, port: int | None = None
+        self,
+        classpath: str,
+        brokers: int,
+        home: Path,
+        sasl: bool = False,
+        port: int | None = None,
+        oauth: OAuthListener | None = None,
     ) -> None:
         self.classpath = classpath
         self.home = home
         self.cluster_id = cluster_id()
         self.spawner = Spawner()
         self.sasl = make_sasl(home / "sasl") if sasl else None
+        #: The OAUTHBEARER listener and its TLS (``oauth_ca`` is what clients trust).
+        self.oauth = None if oauth is None else (oauth, make_oauth_tls(home / "oauth"))
         self.nodes: dict[int, KafkaNode] = {}
         voters = min(brokers, MAX_VOTERS)
         for node_id in range(1, brokers + 1):
             plain = port + node_id - 1 if port is not None else free_port()
             ports = Ports(plain, free_port(), free_port() if sasl else None)
+            ports.oauth = free_port() if oauth else None
             self.nodes[node_id] = KafkaNode(
-                node_id, home / f"broker-{node_id}", ports, node_id <= voters, self.sasl
+                node_id, home / f"broker-{node_id}", ports, node_id <= voters, self.sasl, self.oauth
             )
         self.voters = ",".join(
             f"{n.node_id}@{LOOPBACK}:{n.ports.controller}" for n in self.nodes.values() if n.voter
@@ -398,6 +484,18 @@ class KraftCluster:
     @property
     def sasl_bootstrap(self) -> str:
         return ",".join(n.sasl_bootstrap or "" for n in self.nodes.values())
+
+    @property
+    def oauth_bootstrap(self) -> str:
+        """The OAUTHBEARER (SASL_SSL) listeners of every broker."""
+        return ",".join(n.oauth_bootstrap or "" for n in self.nodes.values())
+
+    @property
+    def oauth_ca(self) -> Path:
+        """The CA the OAUTHBEARER listener's clients trust (``ssl.ca.location``)."""
+        if self.oauth is None:
+            raise ValueError("this cluster has no OAUTHBEARER listener")
+        return self.oauth[1].ca
 
     def _admin(self) -> Any:
         from confluent_kafka.admin import AdminClient
@@ -575,7 +673,10 @@ class KraftCluster:
         """A new broker (broker role only) formatted into this cluster; its id once registered."""
         node_id = max(self.nodes) + 1
         ports = Ports(free_port(), free_port(), free_port() if self.sasl else None)
-        node = KafkaNode(node_id, self.home / f"broker-{node_id}", ports, False, self.sasl)
+        ports.oauth = free_port() if self.oauth else None
+        node = KafkaNode(
+            node_id, self.home / f"broker-{node_id}", ports, False, self.sasl, self.oauth
+        )
         node.configure(self.voters, self.replication)
         node.format(self.classpath, self.cluster_id, None)
         self.nodes[node_id] = node
@@ -637,4 +738,12 @@ class KraftCluster:
         self.spawner.close()
 
 
-__all__ = ["KafkaEngineError", "KafkaNode", "KraftCluster", "Sasl", "Spawner"]
+__all__ = [
+    "KafkaEngineError",
+    "KafkaNode",
+    "KraftCluster",
+    "OAuthListener",
+    "OAuthTls",
+    "Sasl",
+    "Spawner",
+]

@@ -21,10 +21,12 @@ from probes.config import ProbeConfig
 
 #: The flags users' scripts rely on (a rename is a breaking change: CHANGELOG.md).
 PUBLISHED = {
-    "stream": "--config --bootstrap --echo-topic --windows --watermark --digits --checkpoint "
+    "stream": "--config --bootstrap --echo-topic --kafka-login --aws-region --windows --watermark "
+    "--digits --checkpoint "
     "--archive --metrics-port --metrics-host --web-config-file --trigger "
     "--starting-offsets --master --spark-log",
-    "probe": "--config --bootstrap --nats-jetstream --redis-streams --echo-bootstrap --topic "
+    "probe": "--config --bootstrap --nats-jetstream --redis-streams --echo-bootstrap --kafka-login "
+    "--aws-region --topic "
     "--echo-topic --rate --schedule --size --cluster --probe-id --loss-timeout --duration "
     "--echo-format --metrics-host --web-config-file --metrics-port --manage-topic --rebalance "
     "--summary-file",

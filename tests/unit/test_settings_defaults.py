@@ -39,6 +39,10 @@ CHART_OVERRIDES: dict[str, dict[str, str]] = {
 #: spark-operator mode.
 SCENARIO_OVERRIDES = {
     "default-values": {},
+    "msk-iam-values": {
+        stage: {"kafka_login": "kafkaLogin: aws-msk-iam", "aws_region": "awsRegion"}
+        for stage in ("probe", "stream")
+    },
     "spark-operator-values": {"stream": {"master": "'': spark-submit sets it"}},
 }
 

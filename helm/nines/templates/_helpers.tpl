@@ -81,9 +81,10 @@ Spark executors). */}}
 {{- define "nines.tlsPath" -}}/etc/nines/tls{{- end -}}
 
 {{/* librdkafka settings of a Kafka client, as YAML: the user's `kafka` settings plus, with a
-TLS Secret, security.protocol (SSL, or SASL_SSL with sasl.* settings) and the ssl.*.location
-of the mounted files, unless `kafka` sets them itself.
-dict: kafka (map), tls ({secretName, ca, cert, key} or empty), where (value path for errors) */}}
+TLS Secret, security.protocol (SSL, or SASL_SSL with sasl.* settings or an aws-msk-iam login)
+and the ssl.*.location of the mounted files, unless `kafka` sets them itself.
+dict: kafka (map), tls ({secretName, ca, cert, key} or empty), login (kafkaLogin), where (value
+path for errors) */}}
 {{- define "nines.kafkaSettings" -}}
 {{- $kafka := deepCopy (.kafka | default dict) -}}
 {{- $tls := .tls | default dict -}}
@@ -92,6 +93,7 @@ dict: kafka (map), tls ({secretName, ca, cert, key} or empty), where (value path
 {{- $proto := get $kafka "security.protocol" | upper -}}
 {{- $sasl := hasPrefix "SASL" $proto -}}
 {{- range $k, $_ := $kafka }}{{ if hasPrefix "sasl." $k }}{{ $sasl = true }}{{ end }}{{ end -}}
+{{- if eq (.login | default "") "aws-msk-iam" }}{{ $sasl = true }}{{ end -}}
 {{- $want := ternary "SASL_SSL" "SSL" $sasl -}}
 {{- if and $proto (ne $proto $want) -}}
 {{- fail (printf "%s.kafka: security.protocol %s does not use TLS, but %s.tls.secretName is set (use %s)" .where $proto .where $want) -}}

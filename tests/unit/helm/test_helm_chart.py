@@ -1156,3 +1156,45 @@ def test_archive_cap_settings(tmp_path: Path) -> None:
     odd = {**local["stream"], "persistence": {"size": "1.5Gi"}}
     with pytest.raises(helm.HelmError, match=r"stream\.persistence\.size"):
         render_values(tmp_path, {"stream": odd})
+
+
+# -- AWS MSK IAM (docs/deploy.md, "AWS MSK IAM") -------------------------------------------------
+
+
+def test_msk_iam_role_on_the_service_account_and_login_in_both_configs(tmp_path: Path) -> None:
+    from core.config import build
+    from monitor.pipeline import PipelineConfig
+    from probes.config import ProbeConfig
+
+    docs = render(CHART / "ci" / "msk-iam-values.yaml")
+    [sa] = [d for d in docs if d["kind"] == "ServiceAccount"]
+    role = "arn:aws:iam::123456789012:role/nines-msk"
+    assert sa["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": role}
+    sections = {
+        key.removesuffix(".yaml"): yaml.safe_load(body)
+        for d in docs
+        if d["kind"] == "ConfigMap"
+        for key, body in (d.get("data") or {}).items()
+        if key in ("probe.yaml", "stream.yaml")
+    }
+    probe = build(ProbeConfig, sections["probe"]["probe"], prefix="probe")
+    stream = build(PipelineConfig, sections["stream"]["stream"], prefix="stream")
+    for config in (probe, stream):
+        assert (config.kafka_login, config.aws_region) == ("aws-msk-iam", "eu-west-1")
+    # the user's own annotations stay beside the role's; a TLS Secret means SASL_SSL here
+    docs = render_values(tmp_path, {
+        "serviceAccount": {"awsRoleArn": role, "annotations": {"team": "obs"}},
+        "probes": [{"cluster": "m", "bootstrap": "b:9098", "kafkaLogin": "aws-msk-iam",
+                    "awsRegion": "eu-west-1", "tls": {"secretName": "ca"}}],
+    })  # fmt: skip
+    [sa] = [d for d in docs if d["kind"] == "ServiceAccount"]
+    assert sa["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": role, "team": "obs"}
+    [cm] = [d for d in docs if d["kind"] == "ConfigMap" and "probe.yaml" in d.get("data", {})]
+    kafka = yaml.safe_load(cm["data"]["probe.yaml"])["probe"]["kafka"]
+    assert kafka["security.protocol"] == "SASL_SSL"
+    chart = helm.Chart.load(str(CHART))
+    for bad in ({"awsRoleArn": "nines-msk"}, {"awsRoleArn": "arn:aws:iam::12:role/x"}):
+        with pytest.raises(helm.HelmError):
+            chart.validate_schema({"serviceAccount": bad})
+    with pytest.raises(helm.HelmError):
+        chart.validate_schema({"probes": [{"cluster": "m", "bootstrap": "b:1", "awsRegion": "EU"}]})
