@@ -1,20 +1,41 @@
-"""A full disk, told in one line: which of a stage's directories is on it, and what is free.
+"""Files written whole or not at all, and a full disk told in one line.
 
-Java's and Hadoop's "No space left on device" name no path (``FileOutputStream.write`` knows
-none), so the line that reports one adds the file system the stage's own directories share
-with the least free space, named by the fields that point there.
+A write that fails part-way (a full disk) must leave neither a cut file nor its temporary file:
+:func:`atomic_write` writes beside the target and renames, or removes what it wrote and raises
+an ``OSError`` that names the target, not its temporary. Java's and Hadoop's "No space left on
+device" name no path (``FileOutputStream.write`` knows none), so the line that reports one adds
+the file system the stage's own directories share with the least free space (:func:`fullest`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 from runtime.files import size_text
 
 #: What the OS says of a full disk (ENOSPC), in Java's messages and Python's alike.
 NO_SPACE = os.strerror(errno.ENOSPC)
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` (hidden: ``.NAME.<pid>.tmp``) to write; renamed over
+    ``path`` when the block ends, removed when it raises. An ``OSError`` names ``path``."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(exc, OSError) and exc.filename != str(path):
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
+        raise
 
 
 def is_full_disk(exc: BaseException) -> bool:
@@ -52,4 +73,4 @@ def _size(n_bytes: int) -> str:
     return size_text(n_bytes)
 
 
-__all__ = ["NO_SPACE", "fullest", "is_full_disk"]
+__all__ = ["NO_SPACE", "atomic_write", "fullest", "is_full_disk"]

@@ -11,7 +11,6 @@ archived window equals the echoes sent (none lost, none counted twice).
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import subprocess
@@ -22,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from full_disk import fill, grow, tmpfs
 from kafka_cluster import unique_topic
-from real_components import in_ci, require_tool
 from stream_jobs import push, send, stream_cli
 from test_stream_failures import TRACES
 
@@ -34,35 +33,9 @@ SIZE, GROWN = "2m", "64m"
 
 
 @pytest.fixture
-def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A tmpfs of ``SIZE`` mounted for the test, unmounted after."""
-    if os.geteuid() != 0:
-        message = "mounting a tmpfs needs root"
-        if in_ci():
-            pytest.fail(f"{message}: CI runs as root")
-        pytest.skip(message)
-    require_tool("mount", "util-linux")
-    where = tmp_path / "disk"
-    where.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SIZE}", "tmpfs", str(where)], check=True)
-    try:
+def disk(tmp_path: Path) -> Iterator[Path]:
+    with tmpfs(tmp_path / "disk", SIZE) as where:
         yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-
-
-def fill(directory: Path) -> int:
-    """Write a filler file until the file system has no byte left; its size."""
-    written = 0
-    with open(directory / "filler", "wb", buffering=0) as f:
-        for chunk in (1 << 16, 1 << 12, 1):  # pages, then the last bytes of a page
-            try:
-                while True:
-                    written += f.write(b"\0" * chunk)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC, exc
-    assert os.statvfs(directory).f_bavail == 0
-    return written
 
 
 def wait_archive(archive: Path, proc: subprocess.Popen[bytes], log: Path, until: Any) -> None:
@@ -74,19 +47,19 @@ def wait_archive(archive: Path, proc: subprocess.Popen[bytes], log: Path, until:
 
 
 def test_a_full_disk_stops_in_one_line_and_the_restart_is_exactly_once(
-    broker: Any, tmpfs: Path, tmp_path: Path
+    broker: Any, disk: Path, tmp_path: Path
 ) -> None:
     topic = unique_topic(broker, 2)
     t0 = (int(time.time()) // 60 * 60 - 3600) * 1_000_000
     expected: Counter[int] = Counter()
     send(broker.bootstrap, topic, range(0, 1500), t0, expected)  # 30 s of echoes
-    archive, spark_log = tmpfs / "archive", tmpfs / "spark.log"
+    archive, spark_log = disk / "archive", disk / "spark.log"
     log = tmp_path / "stream.log"
     flags = ("--spark-log", str(spark_log))
-    proc = stream_cli(broker.bootstrap, topic, tmpfs, log, *flags)
+    proc = stream_cli(broker.bootstrap, topic, disk, log, *flags)
     try:
         wait_archive(archive, proc, log, lambda ws: len(ws) >= 2)
-        filler = fill(tmpfs)
+        filler = fill(disk)
         send(broker.bootstrap, topic, range(1500, 3000), t0, expected)  # 30 s more
         rc = proc.wait(180)
         err = log.read_text(errors="replace")
@@ -95,14 +68,14 @@ def test_a_full_disk_stops_in_one_line_and_the_restart_is_exactly_once(
         last = err.splitlines()[-1]
         assert "the query stopped: " in last and "No space left on device" in last, err[-3000:]
         assert "the disk is full: stream.checkpoint and stream.archive and stream.spark_log" in last
-        assert f"({tmpfs / 'ckpt'}): " in last and "free of 2 MiB" in last, last
-        left = sorted(p.name for p in (tmpfs / "ckpt").rglob(".*.tmp"))
+        assert f"({disk / 'ckpt'}): " in last and "free of 2 MiB" in last, last
+        left = sorted(p.name for p in (disk / "ckpt").rglob(".*.tmp"))
         print(f"filler {filler} bytes; stderr {len(err.splitlines())} lines; left: {left}")
 
-        subprocess.run(["mount", "-o", f"remount,size={GROWN}", str(tmpfs)], check=True)
+        grow(disk, GROWN)
         push(broker.bootstrap, topic, t0 + 600_000_000)  # closes every window
         log.write_bytes(b"")
-        proc = stream_cli(broker.bootstrap, topic, tmpfs, log, *flags)
+        proc = stream_cli(broker.bootstrap, topic, disk, log, *flags)
         data_windows = set(expected)
         wait_archive(
             archive,
