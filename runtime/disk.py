@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from runtime.files import size_text
@@ -43,12 +43,12 @@ def is_full_disk(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
-def fullest(places: Mapping[str, str | None]) -> str:
+def fullest(places: Iterable[tuple[str, str | None]]) -> str:
     """``FIELD and FIELD (PATH): N free of SIZE``: the file system with the least space free
-    among ``places`` (field → a directory or file; empty ones are left out), or '' when none
-    can be read."""
+    among ``places`` ((field, a directory or file) pairs; a field may name several, an empty
+    path none), or '' when none can be read."""
     found: dict[int, tuple[int, int, str, list[str]]] = {}
-    for field, path in places.items():
+    for field, path in places:
         if not path:
             continue
         at = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
@@ -58,7 +58,8 @@ def fullest(places: Mapping[str, str | None]) -> str:
             continue
         free = fs.f_bavail * fs.f_frsize
         entry = found.setdefault(dev, (free, fs.f_blocks * fs.f_frsize, path, []))
-        entry[3].append(field)
+        if field not in entry[3]:
+            entry[3].append(field)
     if not found:
         return ""
     free, total, path, fields = min(found.values(), key=lambda e: e[0])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import tempfile
 import threading
@@ -266,12 +267,14 @@ class StreamJob:
         line = jvm_log.failure_line(exc, self.sink_error)
         if NO_SPACE in line:  # Java's says no path: name the file system that is full
             c = self.config
+            state = os.path.join(c.checkpoint, "state") if c.checkpoint else None
             where = fullest(
-                {
-                    "stream.checkpoint": c.checkpoint,
-                    "stream.archive": c.archive,
-                    "stream.spark_log": c.spark_log,
-                }
+                [
+                    ("stream.checkpoint", c.checkpoint),
+                    ("stream.checkpoint", state),  # Spark's state: a volume of its own maybe
+                    ("stream.archive", c.archive),
+                    ("stream.spark_log", c.spark_log),
+                ]
             )
             line = f"{line}; the disk is full: {where}" if where else line
         return line
