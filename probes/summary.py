@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 
 from core.config import ConfigError
+from runtime.disk import atomic_write
 from runtime.files import MAX_SMALL_BYTES, read_text_bounded
 
 FORMAT = 1
@@ -39,12 +40,14 @@ def check_writable(path: str | None) -> None:
 
 
 def write_summary(path: str | Path, totals: dict[str, int]) -> None:
-    """Write ``totals`` (every one of ``FIELDS``) as the summary file, atomically."""
-    path = Path(path)
+    """Write ``totals`` (every one of ``FIELDS``) as the summary file, atomically; one that
+    cannot be written (a full disk) is a ConfigError naming it, and leaves no file."""
     data = {"format": FORMAT, **{k: int(totals[k]) for k in FIELDS}}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data) + "\n")
-    os.replace(tmp, path)
+    try:
+        with atomic_write(path) as tmp:
+            tmp.write_text(json.dumps(data) + "\n")
+    except OSError as exc:  # a full disk: no file, no temporary, one line
+        raise ConfigError(f"probe.summary_file: cannot write {path}: {exc.strerror}") from None
 
 
 def read_summary(path: str | Path) -> dict[str, int]:

@@ -23,7 +23,6 @@ job already reads the offset log through it).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.windows import window_end_us
+from runtime.disk import atomic_write
 from runtime.files import MAX_STATE_BYTES, read_text_bounded
 from streaming import grouping
 
@@ -62,10 +62,10 @@ def quotas(partitions: list[int], free: int, batch_id: int) -> dict[int, int]:
 
 
 def _write_json(path: Path, data: object) -> None:
-    """Write atomically: a replay or a retried task rewrites the same file in one step."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, separators=(",", ":")))
-    os.replace(tmp, path)
+    """Write atomically: a replay or a retried task rewrites the same file in one step (a
+    full disk leaves no temporary file)."""
+    with atomic_write(path) as tmp:
+        tmp.write_text(json.dumps(data, separators=(",", ":")))
 
 
 def _load_series(path: Path) -> dict[Series, int]:

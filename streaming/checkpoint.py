@@ -74,6 +74,15 @@ def check_log_file(path: str, field: str) -> None:
         raise ConfigError(f"{field}: {path} exists and is not a regular file")
 
 
+def is_temporary(name: str) -> bool:
+    """Whether ``name`` is a hidden file: a write not yet renamed into place (Spark's
+    ``CheckpointFileManager`` writes ``.NAME.<uuid>[TID].tmp``, then renames it), or its
+    ``.crc``. Spark reads only the names it gave its files (``N``, ``N.delta``, ``N.changelog``,
+    ``N.zip``...) and never a hidden one, so the temporary file that a failed commit left (a
+    full disk) is no damage: the restart redoes that batch."""
+    return name.startswith(".")
+
+
 def spark_has_run(checkpoint: str) -> bool:
     """Whether Spark has written to ``checkpoint`` (its metadata, a log or state)."""
     return any((Path(checkpoint) / name).exists() for name in SPARK_ENTRIES)
@@ -189,6 +198,8 @@ def check_state_files(checkpoint: str, budget_bytes: int = MAX_STATE_CHECK_BYTES
     files = []
     for crc in state.rglob(".*.crc"):
         data = crc.with_name(crc.name[1:].removesuffix(".crc"))
+        if is_temporary(data.name):
+            continue
         with contextlib.suppress(OSError):
             files.append((data.stat().st_mtime, data))
     read = 0
@@ -230,5 +241,6 @@ __all__ = [
     "check_writable_dir",
     "checksum_matches",
     "is_our_offset",
+    "is_temporary",
     "spark_has_run",
 ]

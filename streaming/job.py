@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import tempfile
 import threading
@@ -19,6 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from core.windows import WindowHistogram, with_rollups
+from runtime.disk import NO_SPACE, fullest
 from streaming import jvm_log
 from streaming.closed import closed_windows
 from streaming.config import StreamConfig
@@ -259,9 +261,23 @@ class StreamJob:
             raise
 
     def failure(self) -> str:
-        """Why the query stopped, in one line (``jvm_log.failure_line``)."""
+        """Why the query stopped, in one line (``jvm_log.failure_line``); on a full disk, with
+        the file system of the job's directories that has the least space free."""
         exc = self.query.exception() if self.query is not None else None
-        return jvm_log.failure_line(exc, self.sink_error)
+        line = jvm_log.failure_line(exc, self.sink_error)
+        if NO_SPACE in line:  # Java's says no path: name the file system that is full
+            c = self.config
+            state = os.path.join(c.checkpoint, "state") if c.checkpoint else None
+            where = fullest(
+                [
+                    ("stream.checkpoint", c.checkpoint),
+                    ("stream.checkpoint", state),  # Spark's state: a volume of its own maybe
+                    ("stream.archive", c.archive),
+                    ("stream.spark_log", c.spark_log),
+                ]
+            )
+            line = f"{line}; the disk is full: {where}" if where else line
+        return line
 
     def _sink_batch(self, df: Any, batch_id: int) -> None:
         windows, counters = closed_windows(df.toArrow(), self.layout, self.spec)

@@ -21,6 +21,7 @@ import tempfile
 from typing import Any, Final
 
 from core.printable import printable
+from runtime.disk import NO_SPACE
 
 #: The longest message a Spark event shows on stderr (a Python traceback inside a message, or a
 #: query plan, is cut there; the whole of it is in ``spark_log``).
@@ -41,6 +42,9 @@ _QUIET = {"hadoop_native": "org.apache.hadoop.util.NativeCodeLoader"}
 def log4j_properties(spark_log: str) -> str:
     """The driver's log4j2 configuration: stderr one line an error; ``spark_log`` all from WARN."""
     lines = [
+        # log4j's own errors (a ``spark_log`` on a full disk: a trace an event) go nowhere; the
+        # query that stops on that disk says so in one line (``StreamJob.failure``)
+        "status = off",
         "rootLogger.level = warn",
         "rootLogger.appenderRef.console.ref = console",
         "appender.console.type = Console",
@@ -58,7 +62,9 @@ def log4j_properties(spark_log: str) -> str:
     for name, logger in _QUIET.items():
         lines += [f"logger.{name}.name = {logger}", f"logger.{name}.level = error"]
     if spark_log:
-        lines[1:1] = ["rootLogger.appenderRef.file.ref = file"]
+        lines.insert(
+            lines.index("rootLogger.level = warn") + 1, "rootLogger.appenderRef.file.ref = file"
+        )
         lines += [
             "appender.file.type = RollingFile",
             "appender.file.name = file",
@@ -140,31 +146,36 @@ def _cut(text: str) -> str:
 
 
 def java_root_cause(exc: Any) -> str | None:
-    """The innermost Java cause of a PySpark exception, as ``Class: message`` (None if it has
-    no Java side, or the JVM is gone)."""
+    """The Java cause of a PySpark exception (or of py4j's ``Py4JJavaError``), as ``Class:
+    message``: a full disk wherever the chain names one (Hadoop wraps it in an ``FSError``,
+    Spark in a task failure, none with a path), else the innermost cause. None if it has no
+    Java side, or the JVM is gone."""
     # query.exception() keeps no Java origin of its own, only its converted cause's
     cause = getattr(exc, "_cause", None)
-    throwable = getattr(exc, "_origin", None) or getattr(cause, "_origin", None)
+    throwable = (
+        getattr(exc, "_origin", None)
+        or getattr(cause, "_origin", None)
+        or getattr(exc, "java_exception", None)  # a Py4JJavaError our sink's Spark call raised
+    )
     if throwable is None:
         return None
     try:
-        seen = 0
-        while throwable.getCause() is not None and seen < 64:  # a cycle is possible in Java
-            throwable = throwable.getCause()
-            seen += 1
-        name = str(throwable.getClass().getSimpleName())
-        message = str(throwable.getMessage() or "")
+        chain = [throwable]
+        while chain[-1].getCause() is not None and len(chain) < 64:  # a cycle is possible
+            chain.append(chain[-1].getCause())
+        named = [(str(t.getClass().getSimpleName()), str(t.getMessage() or "")) for t in chain]
     except Exception:  # the JVM went first
         return None
-    return _named(name, message)
+    full = [n for n in named if NO_SPACE in n[1]]
+    return _named(*(full[-1] if full else named[-1]))
 
 
 def failure_line(exc: Any, sink_error: BaseException | None) -> str:
     """Why the query stopped, in one line: our sink's own exception when it raised one (py4j
-    wraps it in Java wrapping Python text), else the Java root cause, else the exception's
-    first line."""
+    wraps it in Java wrapping Python text; a Spark call of the sink that failed in Java is
+    named by its Java cause), else the Java root cause, else the exception's first line."""
     if sink_error is not None:
-        return one_line(sink_error)
+        return java_root_cause(sink_error) or one_line(sink_error)
     if exc is None:
         return "it stopped without an exception (stopped from elsewhere?)"
     return java_root_cause(exc) or one_line(exc)

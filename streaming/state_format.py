@@ -16,12 +16,12 @@ Formats:
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.config import ConfigError
+from runtime.disk import atomic_write
 from runtime.files import MAX_SMALL_BYTES, read_text_bounded
 from streaming import wire
 from streaming.offset_log import batch_ids
@@ -92,9 +92,8 @@ def _write_marker(checkpoint: str, job: Mapping[str, Any] | None) -> None:
     content: dict[str, Any] = {"state_format": STATE_FORMAT, "histogram_wire": wire.FORMAT}
     if job is not None:
         content["job"] = dict(job)
-    tmp = marker.with_name(f".{MARKER}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(content))
-    os.replace(tmp, marker)
+    with atomic_write(marker) as tmp:  # a full disk leaves no temporary file
+        tmp.write_text(json.dumps(content))
 
 
 def _shown(value: Any) -> str:

@@ -16,6 +16,7 @@ from core.units import parse_duration_s
 from core.windows import WindowHistogram
 from monitor.report.curves import merge_curves, select
 from monitor.report.load import finest_resolution, load_windows, skipped_note, stream_windows
+from runtime.disk import atomic_write
 from streaming.archive_files import ArchiveError
 
 REPORT_EXAMPLES = """examples:
@@ -149,16 +150,21 @@ def run_report(args: argparse.Namespace) -> int:
         f"latency by percentile — {args.kind}, {resolution} windows merged ({n})"
         + skipped_note(bad)
     )
+    # each file whole or not at all (a full disk leaves none cut short), told by its own flag
     try:
         if out.suffix == ".html":
             write_html(curves, out, title)
         else:
             write_plot(curves, out, title)
-        if args.hlog:
-            export_hlog(windows, args.hlog)
     except OSError as exc:
-        name = exc.filename or out
-        raise ConfigError(f"out: cannot write {name}: {exc.strerror or exc}") from None
+        why = exc.strerror or exc
+        raise ConfigError(f"out: cannot write {exc.filename or out}: {why}") from None
+    if args.hlog:
+        try:
+            with atomic_write(args.hlog) as tmp:
+                export_hlog(windows, tmp)
+        except OSError as exc:
+            raise ConfigError(f"hlog: cannot write {args.hlog}: {exc.strerror or exc}") from None
     print(f"wrote {out} ({len(curves)} curves from {n} windows{skipped_note(bad)})")
     return 0
 

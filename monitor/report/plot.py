@@ -15,10 +15,12 @@ from typing import Any
 from core.printable import printable
 from core.windows import WindowHistogram
 from monitor.report.curves import MIN_X_MAX, curve_data, x_positions, x_ticks
+from runtime.disk import atomic_write
 
 
 def write_plot(curves: dict[str, WindowHistogram], out: Path, title: str) -> dict[str, Any]:
-    """Write the PNG (and FILE.png.json with the plotted points); return the points."""
+    """Write the PNG (and FILE.png.json with the plotted points), each whole or not at all;
+    return the points."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -55,9 +57,13 @@ def write_plot(curves: dict[str, WindowHistogram], out: Path, title: str) -> dic
         # a glyph the font lacks (a label in another script) is drawn as a box, not a warning
         warnings.filterwarnings("ignore", message="Glyph .* missing from", category=UserWarning)
         fig.tight_layout()
-        fig.savefig(out)
-    plt.close(fig)
-    Path(str(out) + ".json").write_text(json.dumps(data, indent=1))
+        try:
+            with atomic_write(out) as tmp:
+                fig.savefig(tmp, format="png")
+        finally:
+            plt.close(fig)
+    with atomic_write(str(out) + ".json") as tmp:
+        tmp.write_text(json.dumps(data, indent=1))
     return data
 
 
@@ -76,9 +82,11 @@ def write_html(curves: dict[str, WindowHistogram], out: Path, title: str) -> Non
         for p, _ in next(iter(data["curves"].values()))["points"]
     )
     title = html.escape(printable(title))
-    out.write_text(
+    page = (
         f"<!doctype html><meta charset=utf-8><title>{title}</title>"
         f"<h1>{title}</h1><img src='data:image/png;base64,{img}'>"
         f"<p>Latency in ms, read from merged HDR histograms.</p>"
         f"<table border=1><tr><th>series</th><th>samples</th>{heads}</tr>{''.join(rows)}</table>"
     )
+    with atomic_write(out) as tmp:
+        tmp.write_text(page)

@@ -85,3 +85,30 @@ def test_a_failure_inside_spark_is_named_by_its_java_root_cause(spark: Any) -> N
     # not the wrapper's own name: the innermost Java exception's
     assert not line.startswith("StreamingQueryException"), line
     assert len(str(exc).splitlines()) > 1  # what it replaces: the query's many lines
+
+
+def test_a_full_disk_anywhere_in_a_java_chain_names_the_line(spark: Any) -> None:
+    """Our sink's Spark call fails in Java (py4j's ``Py4JJavaError``, what the issue saw as
+    "An error occurred while calling o637.getResult"): the line is the full disk, wherever the
+    chain names it, else the innermost cause."""
+    from py4j.protocol import Py4JJavaError
+
+    jvm = spark._jvm
+
+    def raised_in_java(throwable: Any) -> Py4JJavaError:
+        try:  # a real throw in the JVM: get() raises ExecutionException(cause=throwable)
+            jvm.java.util.concurrent.CompletableFuture.failedFuture(throwable).get()
+        except Py4JJavaError as exc:
+            return exc
+        raise AssertionError("no exception")
+
+    no_space = jvm.java.io.IOException("No space left on device")
+    closed = jvm.java.nio.channels.ClosedChannelException()
+    middle = jvm.java.io.UncheckedIOException("write failed", no_space)
+    middle.getCause().initCause(closed)  # the full disk is not the innermost cause here
+    task = jvm.org.apache.spark.SparkException("Job aborted due to stage failure", middle)
+    exc = raised_in_java(task)
+    assert str(exc).startswith("An error occurred while calling")  # what was the line
+    assert failure_line(None, exc) == "IOException: No space left on device"
+    other = raised_in_java(jvm.org.apache.spark.SparkException("boom", closed))
+    assert failure_line(None, other) == "ClosedChannelException"  # the innermost; no message

@@ -28,6 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka_cluster import producer, unique_topic
 
+from core.config import ConfigError
 from core.echo import Echo, encode_record
 from monitor.cli import main
 from streaming.state_format import MARKER
@@ -214,6 +215,34 @@ def test_any_damaged_file_is_one_line_naming_the_checkpoint(
             assert f"stream.checkpoint: {target} is damaged" in line, (path, line)
             assert "new checkpoint" in line
             shutil.rmtree(target)
+
+
+def test_temporary_files_of_failed_commits_are_no_damage(
+    written: tuple[str, str, Path], copy: Path
+) -> None:
+    """A full disk fails a commit part-way: Spark's temporary file (``.NAME.<uuid>TID.tmp``) and
+    its checksum stay, cut short or empty. Spark never reads them; the restart is no refusal."""
+    from streaming.checkpoint import check_checkpoint
+
+    for i, path in enumerate(checked_files(copy)):
+        data = path.read_bytes()
+        for j, (content, sums) in enumerate(
+            [(data[: len(data) // 2], True), (b"", True), (data, False), (data[:1], None)]
+        ):
+            tmp = path.with_name(f".{path.name}.{i:08x}-{j}-nines.TID{218 + j}.tmp")
+            tmp.write_bytes(content)
+            crc = tmp.with_name(f".{tmp.name}.crc")
+            if sums is not None:  # the data's checksum (a cut write), or a checksum cut short
+                src = path.with_name(f".{path.name}.crc").read_bytes()
+                crc.write_bytes(src if sums else src[:6])
+    check_checkpoint(str(copy))
+    # and the flipped byte of a real file is still found beside them
+    state = next(
+        p for p in checked_files(copy) if "state" in p.parts and not p.name.startswith(".")
+    )
+    state.write_bytes(bytes([state.read_bytes()[0] ^ 1]) + state.read_bytes()[1:])
+    with pytest.raises(ConfigError, match="does not match its checksum"):
+        check_checkpoint(str(copy))
 
 
 def test_a_damaged_checkpoint_through_the_cli(written: tuple[str, str, Path], copy: Path) -> None:
