@@ -204,10 +204,11 @@ class HttpServerConfig(StageConfig):
 class WebConfigModel(StageConfig):
     """The file's top level: every key of exporter-toolkit's web config but ``rate_limit``."""
 
+    # null (a key with nothing under it) is the default, as exporter-toolkit's YAML reads it
     tls_server_config: TlsServerConfig | None = None
-    basic_auth_users: dict[str, str] = Field(default_factory=dict)
-    http_server_config: HttpServerConfig = Field(default_factory=HttpServerConfig)
-    rate_limit: Any = None
+    basic_auth_users: dict[str, str] | None = None
+    http_server_config: HttpServerConfig | None = None
+    rate_limit: dict[str, Any] | None = None
 
     @field_validator("rate_limit")
     @classmethod
@@ -221,13 +222,13 @@ class WebConfigModel(StageConfig):
 
     @field_validator("basic_auth_users")
     @classmethod
-    def _bcrypt_hashes(cls, users: dict[str, str]) -> dict[str, str]:
+    def _bcrypt_hashes(cls, users: dict[str, str] | None) -> dict[str, str] | None:
         """Every hash checked now: its cost read first (a cost of 31 takes days to check), then
         its salt parsed by bcrypt itself at cost 04 (a malformed one would raise on each scrape);
         nothing is hashed at the hash's own cost, so a start-up costs no bcrypt time."""
         import bcrypt
 
-        for name, hashed in users.items():
+        for name, hashed in (users or {}).items():
             ok = BCRYPT_HASH.fullmatch(hashed) is not None
             if ok and bcrypt_cost(hashed) > MAX_BCRYPT_COST:
                 raise ValueError(
@@ -390,9 +391,13 @@ def read_pem(tls: TlsServerConfig) -> TlsPem:
     """The certificate, key and client CA, each read once through the bounded reader (a FIFO
     or a device would hang OpenSSL's own read); unreadable ones are one ConfigError line."""
     try:
-        cert = read_bounded(tls.cert_file, MAX_PEM_BYTES) if tls.cert_file else None
-        key = read_bounded(tls.key_file, MAX_PEM_BYTES) if tls.key_file else None
-        ca = read_text_bounded(tls.client_ca_file, MAX_PEM_BYTES) if tls.client_ca_file else None
+        cert = key = ca = None
+        if tls.cert_file is not None:
+            cert = read_bounded(tls.cert_file, MAX_PEM_BYTES)
+        if tls.key_file is not None:
+            key = read_bounded(tls.key_file, MAX_PEM_BYTES)
+        if tls.client_ca_file is not None:
+            ca = read_text_bounded(tls.client_ca_file, MAX_PEM_BYTES)
     except (OSError, UnicodeDecodeError) as exc:
         _cannot_load(exc)
     inline_key = tls.key.get_secret_value() if tls.key is not None else ""
@@ -479,8 +484,8 @@ def load_web_config(path: str | Path | None) -> WebConfig | None:
     tls = model.tls_server_config
     web = WebConfig(
         tls,
-        dict(model.basic_auth_users),
-        dict(model.http_server_config.headers),
+        dict(model.basic_auth_users or {}),
+        dict(model.http_server_config.headers) if model.http_server_config else {},
         read_pem(tls) if tls is not None else None,
     )
     web.ssl_context()  # fail now, before any server starts, on unusable certificates
