@@ -67,7 +67,6 @@ CIPHER_SUITES = {
     "TLS_AES_256_GCM_SHA384": None,
     "TLS_CHACHA20_POLY1305_SHA256": None,
 }
-CipherName = Literal[tuple(CIPHER_SUITES)]  # type: ignore[valid-type]
 #: exporter-toolkit's ``curve_preferences`` names, as OpenSSL names the groups.
 CURVES = {"CurveP256": "prime256v1", "CurveP384": "secp384r1", "CurveP521": "secp521r1",
           "X25519": "X25519"}  # fmt: skip
@@ -80,7 +79,6 @@ HEADER_VALUES: dict[str, tuple[str, ...] | None] = {
     "X-XSS-Protection": None,
     "Strict-Transport-Security": None,
 }
-HeaderName = Literal[tuple(HEADER_VALUES)]  # type: ignore[valid-type]
 #: A bcrypt hash as htpasswd and exporter-toolkit write it: ``$2y$``, a cost of 04-31, then 22
 #: characters of salt and 31 of hash.
 BCRYPT_HASH = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}")
@@ -136,7 +134,7 @@ class TlsServerConfig(StageConfig):
     client_allowed_sans: list[str] | None = None
     min_version: TlsVersion = "TLS12"
     max_version: TlsVersion = "TLS13"
-    cipher_suites: list[CipherName] | None = None
+    cipher_suites: list[str] | None = None
     prefer_server_cipher_suites: bool = True
     curve_preferences: list[Literal["CurveP256", "CurveP384", "CurveP521", "X25519"]] | None = None
 
@@ -172,6 +170,17 @@ class TlsServerConfig(StageConfig):
             raise ValueError(f"below min_version {low}")
         return version
 
+    @field_validator("cipher_suites")
+    @classmethod
+    def _known_suites(cls, suites: list[str] | None) -> list[str] | None:
+        """Go's names of its secure suites (``tls.CipherSuites()``), as exporter-toolkit takes."""
+        for suite in suites or ():
+            if suite not in CIPHER_SUITES:
+                raise ValueError(
+                    f"unknown cipher suite {suite!r} (Go's names: {', '.join(CIPHER_SUITES)})"
+                )
+        return suites
+
     @field_validator("curve_preferences")
     @classmethod
     def _one_curve(cls, curves: list[str] | None) -> list[str] | None:
@@ -186,13 +195,17 @@ class HttpServerConfig(StageConfig):
     and changes nothing (nines speaks HTTP/1.1, which every Prometheus speaks)."""
 
     http2: bool = True
-    headers: dict[HeaderName, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("headers")
     @classmethod
     def _header_values(cls, headers: dict[str, str]) -> dict[str, str]:
         """exporter-toolkit's allowed values, and no line break (it would split the header)."""
         for name, value in headers.items():
+            if name not in HEADER_VALUES:
+                raise ValueError(
+                    f"{name}: not a header nines sets (one of {', '.join(HEADER_VALUES)})"
+                )
             allowed = HEADER_VALUES[name]
             if allowed is not None and value.lower() not in allowed:
                 raise ValueError(f"{name}: must be one of {', '.join(allowed)}")
@@ -360,7 +373,8 @@ class WebConfig:
         if self.tls is None or self.tls.client_allowed_sans is None:
             return True
         cert = sock.getpeercert()
-        sans = [str(v).strip() for _, v in (cert or {}).get("subjectAltName", ())]
+        pairs: Any = (cert or {}).get("subjectAltName", ())
+        sans = [str(value).strip() for _, value in pairs]
         allowed = {_san_key(a) for a in self.tls.client_allowed_sans}
         return any(_san_key(v) in allowed for v in sans)
 
@@ -448,7 +462,7 @@ def server_ssl_context(tls: TlsServerConfig, pem: TlsPem | None = None) -> ssl.S
     except (OSError, ssl.SSLError, UnicodeDecodeError) as exc:
         _cannot_load(exc)
     if tls.cipher_suites:
-        names = [CIPHER_SUITES[c] for c in tls.cipher_suites if CIPHER_SUITES[c]]
+        names = [n for n in (CIPHER_SUITES[c] for c in tls.cipher_suites) if n is not None]
         if names:  # only TLS 1.3 names: nothing to restrict, as in Go
             try:
                 ctx.set_ciphers(":".join(names))
