@@ -235,6 +235,20 @@ class _Conn:
         self.closed = False
 
 
+class _Flight:
+    """One render that scrapes share: its body once done, and the render after it."""
+
+    __slots__ = ("done", "next", "result", "scrapes")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: Body | None = None
+        #: the render that the scrapes arriving meanwhile share; its first one renders it
+        self.next: _Flight | None = None
+        #: the scrapes this render serves
+        self.scrapes = 1
+
+
 class _Collect:
     """A handler's ``wfile``: keeps the response's bytes objects as they are (no copy)."""
 
@@ -276,6 +290,8 @@ class MetricsServer:
         self._content_type = content_type
         self._tls = web.ssl_context() if web is not None else None
         self._renders = threading.BoundedSemaphore(MAX_RENDERS)
+        #: body callable → the render in flight, which later scrapes do not share (``_render``)
+        self._flights: dict[Callable[[], Body], _Flight] = {}
         self._max_connections = MAX_CONNECTIONS
         #: content type → the compressor of its bodies (keeps the last one's parts compressed)
         self._gzipped: dict[str, PartsGzip] = {}
@@ -722,13 +738,49 @@ class MetricsServer:
         return out.parts, not handler.close_connection, handler.has_body
 
     def _render(self, render: Callable[[], Body]) -> Body | None:
-        """The body (raw), or None when no renderer came free within ``RENDER_WAIT_S``."""
-        if not self._renders.acquire(timeout=RENDER_WAIT_S):
-            return None
+        """The body (raw), or None when no renderer came free within ``RENDER_WAIT_S``.
+
+        Scrapes that arrive while a body is being rendered share the next render, which starts
+        after each of them arrived (so no scrape gets a body older than its request): a burst
+        of N scrapes costs two renders, not N, and a scrape's wait no longer grows with the
+        clients ahead of it (100 clients scraping in a loop held each scrape ~0.3 s behind
+        their renders; docs/configuration.md). The shared body is one object, so it is
+        compressed once too."""
+        deadline = time.monotonic() + RENDER_WAIT_S
+        with self._lock:
+            running = self._flights.get(render)
+            leader = running is None or running.next is None
+            if running is None:
+                mine = self._flights[render] = _Flight()
+            else:
+                if running.next is None:
+                    running.next = _Flight()
+                mine = running.next
+                mine.scrapes += not leader
+        if not leader:
+            mine.done.wait()  # its leader's waits are bounded, and it always sets ``done``
+            return mine.result
         try:
-            return render()
+            if running is not None:  # started before this request arrived: the next one
+                if not running.done.wait(timeout=max(0.0, deadline - time.monotonic())):
+                    return None
+                with self._lock:
+                    self._flights[render] = mine
+            if not self._renders.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                return None
+            try:
+                mine.result = render()
+            finally:
+                self._renders.release()
         finally:
-            self._renders.release()
+            with self._lock:
+                if self._flights.get(render) is mine:
+                    if mine.next is None:
+                        del self._flights[render]
+                    else:
+                        self._flights[render] = mine.next
+            mine.done.set()
+        return mine.result
 
     def _gzip(self, data: Body, content_type: str) -> bytes | None:
         """The body gzipped; each format keeps its own compressor (a text scraper and a protobuf

@@ -334,3 +334,50 @@ def test_inline_pem_and_unsupported_keys(tmp_path: Path, tls: TlsFiles,
         with pytest.raises(ConfigError) as err:
             load_web_config(tmp_path / "web.yml")
         assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+# -- renders shared ---------------------------------------------------------------------------
+
+
+def test_scrapes_that_arrive_during_a_render_share_the_next_one(
+    servers: list[ws.MetricsServer],
+) -> None:
+    """A scrape never gets a body rendered before it arrived, and scrapes that arrive while one
+    renders share the next render: 1 + 6 scrapes, 2 renders, the 6 get the second body."""
+    import threading
+
+    started, gate, count = threading.Event(), threading.Event(), itertools.count(1)
+
+    def render() -> bytes:
+        n = next(count)
+        started.set()
+        if n == 1:
+            gate.wait(10)
+        return b"render %d\n" % n
+
+    server = start(servers, body=render)
+    got: dict[str, bytes] = {}
+
+    def scrape(name: str) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        got[name] = ask(conn, "GET", "/metrics")[2]
+
+    first = threading.Thread(target=scrape, args=("first",))
+    first.start()
+    assert started.wait(10)
+    later = [threading.Thread(target=scrape, args=(f"later{i}",)) for i in range(6)]
+    for t in later:
+        t.start()
+    deadline = time.monotonic() + 10
+    while True:  # every later scrape waits on the render after the first one
+        flight = server._flights.get(server._body)
+        if flight is not None and flight.next is not None and flight.next.scrapes == 6:
+            break
+        assert time.monotonic() < deadline, "the later scrapes never reached the renderer"
+        time.sleep(0.01)
+    gate.set()
+    for t in [first, *later]:
+        t.join(10)
+    assert got.pop("first") == b"render 1\n"
+    assert set(got.values()) == {b"render 2\n"} and len(got) == 6
+    assert next(count) == 3  # two renders in all
