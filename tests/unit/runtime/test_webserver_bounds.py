@@ -1,7 +1,7 @@
 """The /metrics server's bounds, one at a time on real loopback sockets: ``HEAD`` answers as
-``GET`` without the body or a render; at the connection cap a new connection evicts the one idle longest,
-never one whose request is being served, nor one younger than ``EVICT_MIN_AGE_S``; a head past
-``MAX_HEAD_BYTES`` is answered 431."""
+``GET`` without the body or a render; at the connection cap a new connection evicts the one
+idle longest, never one whose request is being served, nor one younger than
+``EVICT_MIN_AGE_S``; a head past ``MAX_HEAD_BYTES`` is answered 431."""
 
 from __future__ import annotations
 
