@@ -44,7 +44,10 @@ client that connects and sends nothing stalls every scrape and the shutdown. Her
 - a scraper whose ``Accept`` asks for the delimited protobuf format (``core.promproto``: how
   native histograms reach Prometheus) gets the ``protobuf`` body when the server has one, through
   the same renderers and the same compression cache; any other scraper gets the text format;
-- ``HEAD`` answers as ``GET`` without the body;
+- ``HEAD`` answers as ``GET`` without the body, and without rendering one (so without its
+  ``Content-Length``);
+- only ``/metrics`` (any query) and the health paths are served; any other path is ``404``;
+- gzip only when ``Accept-Encoding`` accepts it (``accepts_gzip``: q-values, whole tokens);
 - ``close()`` stops accepting and cuts every open connection, so SIGTERM ends the process at once.
 
 Chosen by measurement (``python tests/metrics_flood.py [--tls DIR --idle 400 --trickle 300
@@ -82,6 +85,7 @@ import socket
 import ssl
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -231,6 +235,20 @@ class _Conn:
         self.closed = False
 
 
+class _Flight:
+    """One render that scrapes share: its body once done, and the render after it."""
+
+    __slots__ = ("done", "next", "result", "scrapes")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: Body | None = None
+        #: the render that the scrapes arriving meanwhile share; its first one renders it
+        self.next: _Flight | None = None
+        #: the scrapes this render serves
+        self.scrapes = 1
+
+
 class _Collect:
     """A handler's ``wfile``: keeps the response's bytes objects as they are (no copy)."""
 
@@ -272,6 +290,8 @@ class MetricsServer:
         self._content_type = content_type
         self._tls = web.ssl_context() if web is not None else None
         self._renders = threading.BoundedSemaphore(MAX_RENDERS)
+        #: body callable → the render in flight, which later scrapes do not share (``_render``)
+        self._flights: dict[Callable[[], Body], _Flight] = {}
         self._max_connections = MAX_CONNECTIONS
         #: content type → the compressor of its bodies (keeps the last one's parts compressed)
         self._gzipped: dict[str, PartsGzip] = {}
@@ -421,6 +441,11 @@ class MetricsServer:
                 self.evicted += 1
                 self._close(victim)
             sock.setblocking(False)
+            # A response is written in parts (head, body parts): with Nagle's algorithm on, a
+            # part after the first waits for the client's delayed ACK (40 ms on Linux) on every
+            # kept-alive scrape. Go's server sets TCP_NODELAY on every connection too.
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             now = time.monotonic()
             if self._tls is not None:
                 try:
@@ -530,6 +555,9 @@ class MetricsServer:
         except ssl.SSLWantWriteError:
             self._want(conn, selectors.EVENT_WRITE)
             return
+        if self._web is not None and not self._web.peer_allowed(sock):
+            self._close(conn)  # client_allowed_sans: no SAN of its certificate is allowed
+            return
         conn.phase = _HEAD
         conn.deadline = time.monotonic() + READ_TIMEOUT_S
         self._track(conn)
@@ -576,7 +604,7 @@ class MetricsServer:
     def _dispatch(self, conn: _Conn, head: bytes) -> None:
         """A complete head: health is answered here, anything else by a handler thread."""
         line = head.split(b"\n", 1)[0].split()
-        if len(line) >= 2 and line[1].decode("latin-1") in HEALTH_PATHS:
+        if len(line) >= 2 and route(line[1].decode("latin-1")) in HEALTH_PATHS:
             self._respond(conn, *self._handle(conn, head))
             return
         with contextlib.suppress(KeyError, ValueError):
@@ -710,13 +738,49 @@ class MetricsServer:
         return out.parts, not handler.close_connection, handler.has_body
 
     def _render(self, render: Callable[[], Body]) -> Body | None:
-        """The body (raw), or None when no renderer came free within ``RENDER_WAIT_S``."""
-        if not self._renders.acquire(timeout=RENDER_WAIT_S):
-            return None
+        """The body (raw), or None when no renderer came free within ``RENDER_WAIT_S``.
+
+        Scrapes that arrive while a body is being rendered share the next render, which starts
+        after each of them arrived (so no scrape gets a body older than its request): a burst
+        of N scrapes costs two renders, not N, and a scrape's wait no longer grows with the
+        clients ahead of it (100 clients scraping in a loop held each scrape ~0.3 s behind
+        their renders; docs/configuration.md). The shared body is one object, so it is
+        compressed once too."""
+        deadline = time.monotonic() + RENDER_WAIT_S
+        with self._lock:
+            running = self._flights.get(render)
+            leader = running is None or running.next is None
+            if running is None:
+                mine = self._flights[render] = _Flight()
+            else:
+                if running.next is None:
+                    running.next = _Flight()
+                mine = running.next
+                mine.scrapes += not leader
+        if not leader:
+            mine.done.wait()  # its leader's waits are bounded, and it always sets ``done``
+            return mine.result
         try:
-            return render()
+            if running is not None:  # started before this request arrived: the next one
+                if not running.done.wait(timeout=max(0.0, deadline - time.monotonic())):
+                    return None
+                with self._lock:
+                    self._flights[render] = mine
+            if not self._renders.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                return None
+            try:
+                mine.result = render()
+            finally:
+                self._renders.release()
         finally:
-            self._renders.release()
+            with self._lock:
+                if self._flights.get(render) is mine:
+                    if mine.next is None:
+                        del self._flights[render]
+                    else:
+                        self._flights[render] = mine.next
+            mine.done.set()
+        return mine.result
 
     def _gzip(self, data: Body, content_type: str) -> bytes | None:
         """The body gzipped; each format keeps its own compressor (a text scraper and a protobuf
@@ -797,6 +861,52 @@ def _both_ends(steps: list[tuple[_Conn, int]]) -> list[tuple[_Conn, int]]:
     return steps[:first] + mixed
 
 
+#: The path of the scrape: any other path but the health ones is answered 404 (node_exporter
+#: does the same), so a typo in a scrape config is an error, not a success.
+METRICS_PATH = "/metrics"
+
+
+def route(target: str) -> str | None:
+    """The path a request target names, if the server has it (``/metrics`` or a health path);
+    None: 404. The query is not part of the path (Prometheus' ``params`` go there), percent
+    escapes are decoded and an absolute-form target (``http://host/metrics``) names its path,
+    as Go's server reads them."""
+    if target.startswith(("http://", "https://")):
+        target = urllib.parse.urlsplit(target).path or "/"
+    path = urllib.parse.unquote(target.partition("?")[0].partition("#")[0])
+    if path.startswith("//"):  # as http.server reads it (no open redirect): one slash
+        path = "/" + path.lstrip("/")
+    return path if path == METRICS_PATH or path in HEALTH_PATHS else None
+
+
+def accepts_gzip(header: str | None) -> bool:
+    """Whether an ``Accept-Encoding`` header accepts gzip: ``gzip`` or ``x-gzip`` with a
+    q-value above 0, else ``*`` with one; a coding is a whole token, never a substring
+    (``nogzip`` is not gzip), and a malformed q-value accepts nothing (RFC 9110, 12.5.3)."""
+    named: float | None = None
+    star: float | None = None
+    for element in (header or "").split(","):
+        coding, *params = (part.strip() for part in element.split(";"))
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value.strip())
+                except ValueError:
+                    q = 0.0
+                if not 0.0 <= q <= 1.0:
+                    q = 0.0
+        coding = coding.lower()
+        if coding in ("gzip", "x-gzip"):
+            named = max(named if named is not None else 0.0, q)
+        elif coding == "*":
+            star = max(star if star is not None else 0.0, q)
+    if named is not None:
+        return named > 0
+    return star is not None and star > 0
+
+
 def _head_end(head: bytearray) -> int:
     """Where a request head ends (after its empty line), or 0 while it has not."""
     for mark in (b"\r\n\r\n", b"\n\n"):
@@ -848,6 +958,9 @@ class _Handler(BaseHTTPRequestHandler):
         super().send_header(keyword, value)
 
     def end_headers(self) -> None:
+        web = self.server._web
+        for name, value in web.headers.items() if web is not None else ():
+            self.send_header(name, value)  # http_server_config.headers, on every answer
         if not self._said_connection:
             if self.close_connection:
                 self.send_header("Connection", "close")
@@ -860,8 +973,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         srv = self.server
-        if self.path in HEALTH_PATHS:
+        path = route(self.path)
+        if path in HEALTH_PATHS:
             self._answer(200, b"OK\n")
+            return
+        if path is None:
+            self._answer(404, b"Not found: the metrics are at /metrics\n")
             return
         if srv._web is not None:
             ok = srv._web.check(self.headers.get("Authorization"))
@@ -871,13 +988,22 @@ class _Handler(BaseHTTPRequestHandler):
             if not ok:
                 self._answer(401, b"Unauthorized\n", UNAUTHORIZED_HEADERS)
                 return
-        if srv._on_scrape is not None:
-            srv._on_scrape(self.client_address[0])
         render, content_type = srv._body, srv._content_type
         if srv._protobuf is not None and promproto.wants_protobuf(self.headers.get("Accept", "")):
             render, content_type = srv._protobuf, promproto.CONTENT_TYPE
+        gzipped = accepts_gzip(self.headers.get("Accept-Encoding"))
+        if self.command == "HEAD":
+            # the headers a GET would get, without rendering or compressing a body (whose
+            # length is therefore not sent: a HEAD answer may leave it out, RFC 9110 9.3.2)
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            if gzipped:
+                self.send_header("Content-Encoding", "gzip")
+            self.end_headers()
+            return
+        if srv._on_scrape is not None:
+            srv._on_scrape(self.client_address[0])
         data = srv._render(render)
-        gzipped = data is not None and "gzip" in self.headers.get("Accept-Encoding", "")
         if data is not None and gzipped:
             data = srv._gzip(data, content_type)
         if data is None:

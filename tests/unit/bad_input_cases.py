@@ -461,6 +461,17 @@ def web_config() -> Iterator[Case]:
     for _what, hashed in BAD_HASHES:
         text = f"basic_auth_users:\n  prometheus: {json_quote(hashed)}\n"
         yield from _web_case(text, NOT_BCRYPT.format(user="prometheus"), exact=True)
+    from runtime.webconfig import MAX_BCRYPT_COST
+
+    for cost in sorted({MAX_BCRYPT_COST + 1, (MAX_BCRYPT_COST + 31) // 2, 31}):
+        # valid hashes whose check would take seconds to days: refused before any hashing
+        text = f"basic_auth_users:\n  prometheus: '{GOOD_HASH.replace('$04$', f'${cost}$')}'\n"
+        message = (
+            f"{WEB}.basic_auth_users: user 'prometheus': bcrypt cost {cost} is above "
+            f"{MAX_BCRYPT_COST}, the most a scrape can wait for (each step doubles a check); "
+            "hash again with e.g. htpasswd -nBC 10 USER"
+        )
+        yield from _web_case(text, message, exact=True)
     yield from _web_case(
         f"basic_auth_users:\n  ok: '{GOOD_HASH}'\n  bad: plain\n",
         NOT_BCRYPT.format(user="bad"),

@@ -19,7 +19,7 @@ import pytest
 from tls_material import TlsFiles, make_tls
 
 import runtime.webserver as ws
-from core import gzip_parts
+from core import gzip_parts, promproto
 from runtime.webconfig import WebConfig, load_web_config
 
 BODY = b"# HELP x x\n# TYPE x gauge\nx 1\n"
@@ -166,18 +166,22 @@ def test_renderers_are_bounded_and_a_full_pool_answers_503(
         release.wait(10)
         return BODY
 
-    server = serve(servers, body=slow_body)
+    # two formats, so two renders at once (scrapes of one format share a render)
+    server = ws.MetricsServer(slow_body, "127.0.0.1", 0, protobuf=lambda: slow_body())
+    servers.append(server)
+    assert ws.MAX_RENDERS == 2
     results: list[int] = []
+    accepts = [{}, {"Accept": promproto.CONTENT_TYPE}]
     blocked = [
-        threading.Thread(target=lambda: results.append(get(server.port)[0]))
-        for _ in range(ws.MAX_RENDERS)
+        threading.Thread(target=lambda h=h: results.append(get(server.port, headers=h)[0]))
+        for h in accepts
     ]
     for t in blocked:
         t.start()
     for _ in blocked:
         assert rendering.acquire(timeout=5)
     start = time.monotonic()
-    status, headers, text = get(server.port)
+    status, headers, text = get(server.port, headers={"Accept": promproto.CONTENT_TYPE})
     assert status == 503 and headers["Retry-After"] == str(ws.RETRY_AFTER_S)
     assert SHORT_S * 0.9 < time.monotonic() - start < SHORT_S + 1
     assert b"retry" in text and server.busy_answers == 1

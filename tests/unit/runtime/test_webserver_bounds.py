@@ -1,7 +1,7 @@
 """The /metrics server's bounds, one at a time on real loopback sockets: ``HEAD`` answers as
-``GET`` without the body; at the connection cap a new connection evicts the one idle longest,
-never one whose request is being served, nor one younger than ``EVICT_MIN_AGE_S``; a head past
-``MAX_HEAD_BYTES`` is answered 431."""
+``GET`` without the body or a render; at the connection cap a new connection evicts the one
+idle longest, never one whose request is being served, nor one younger than
+``EVICT_MIN_AGE_S``; a head past ``MAX_HEAD_BYTES`` is answered 431."""
 
 from __future__ import annotations
 
@@ -45,14 +45,24 @@ def head_and_get(conn: http.client.HTTPConnection, path: str, headers: dict[str,
 
 @pytest.mark.parametrize("path", ["/metrics", "/-/healthy", "/-/ready"])
 def test_head_answers_as_get_without_the_body(path: str, servers: list[ws.MetricsServer]) -> None:
-    server = ws.MetricsServer(lambda: BODY, "127.0.0.1", 0)
+    """HEAD gets GET's status and headers, without a body, and /metrics without a render (so
+    without the length of a body it never made)."""
+    renders: list[int] = []
+    server = ws.MetricsServer(lambda: renders.append(1) or BODY, "127.0.0.1", 0)
     servers.append(server)
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
-    status, headers, body, get_status, get_headers, get_body = head_and_get(conn, path, {})
-    assert status == get_status == 200
-    assert body == b"" and get_body == (BODY if path == "/metrics" else b"OK\n")
-    assert headers["Content-Length"] == get_headers["Content-Length"] == str(len(get_body))
-    assert headers["Content-Type"] == get_headers["Content-Type"]
+    for encoding in ("gzip", "identity"):
+        head = {"Accept-Encoding": encoding}
+        status, headers, body, get_status, get_headers, get_body = head_and_get(conn, path, head)
+        assert status == get_status == 200
+        assert body == b"" and len(get_body) > 0
+        assert headers["Content-Type"] == get_headers["Content-Type"]
+        assert headers.get("Content-Encoding") == get_headers.get("Content-Encoding")
+        if path == "/metrics":
+            assert "Content-Length" not in headers
+        else:
+            assert headers["Content-Length"] == get_headers["Content-Length"] == "3"
+    assert len(renders) == (2 if path == "/metrics" else 0)  # the GETs' renders only
     # on the wire: the head ends the response, and the connection closes
     assert raw(server.port, f"HEAD {path} HTTP/1.0\r\n\r\n".encode()).endswith(b"\r\n\r\n")
 
@@ -77,7 +87,8 @@ def test_head_behind_tls_and_basic_auth(tmp_path: Path, servers: list[ws.Metrics
 
     token = base64.b64encode(f"prometheus:{PASSWORD}".encode()).decode()
     status, headers, body, *_ = head_and_get(conn, "/metrics", {"Authorization": f"Basic {token}"})
-    assert (status, body, headers["Content-Length"]) == (200, b"", str(len(BODY)))
+    assert (status, body, "Content-Length" in headers) == (200, b"", False)
+    assert renders == [1]  # the GET only: a HEAD renders nothing, authorized or not
 
 
 def test_other_methods_are_still_refused(servers: list[ws.MetricsServer]) -> None:
