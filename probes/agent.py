@@ -88,6 +88,7 @@ class ProbeAgent:
         self.unresolved_at_stop = 0
         self._server: Any = None
         self._hiccups: HiccupMeter | None = None
+        self._created_s = time.monotonic()
 
     @property
     def partitions(self) -> list[int]:
@@ -352,6 +353,11 @@ class ProbeAgent:
             leaders = dict(self.leaders)
             brokers = len(self.planner.brokers)
             unprobed = len(self.planner.unprobed())
+            unprobed_partitions = len(self.planner.unprobed_partitions())
+            exists = bool(self.planner.exists)
+            answered_s = self.planner.answered_s
+        # since the cluster's last metadata answer; since the probe started if it never answered
+        metadata_age_s = time.monotonic() - (self._created_s if answered_s is None else answered_s)
         return {
             "cluster": self.config.cluster,
             "topic": self.config.topic,
@@ -366,6 +372,9 @@ class ProbeAgent:
             "hiccup_max_us": self._hiccups.last_max_us if self._hiccups else 0,
             "brokers": brokers,
             "brokers_unprobed": unprobed,
+            "partitions_unprobed": unprobed_partitions,
+            "topic_exists": int(exists),
+            "metadata_age_s": metadata_age_s,
             "admin_errors": dict(self.admin_errors.counts),
         }
 

@@ -88,6 +88,29 @@ class ProbeCollector(Collector):
             gauge = GaugeMetricFamily(f"nines_probe_{name}", doc, labels=["cluster"])
             gauge.add_metric([s["cluster"]], s[name])
             yield gauge
+        for name, doc in (
+            (
+                "topic_exists",
+                "1 while the cluster's last metadata answer had the probe topic, 0 once it says "
+                "the topic is gone (deleted) or before it answered at all.",
+            ),
+            (
+                "partitions_unprobed",
+                "Partitions of the probe topic, as last seen, that the probe does not probe (yet: "
+                "new ones are taken in within seconds, unless the rate limit refuses them).",
+            ),
+        ):
+            gauge = GaugeMetricFamily(f"nines_probe_{name}", doc, labels=["cluster", "topic"])
+            gauge.add_metric([s["cluster"], s["topic"]], s[name])
+            yield gauge
+        age = GaugeMetricFamily(
+            "nines_probe_metadata_age_seconds",
+            "Seconds since the probed cluster last answered a metadata request (since the probe "
+            "started if it never did): it grows while the cluster accepts and does not answer.",
+            labels=["cluster"],
+        )
+        age.add_metric([s["cluster"]], s["metadata_age_s"])
+        yield age
         admin = CounterMetricFamily(
             "nines_probe_admin_errors",
             "Topic-management admin calls the cluster refused (the probe goes on).",
