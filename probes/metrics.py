@@ -88,6 +88,26 @@ class ProbeCollector(Collector):
             gauge = GaugeMetricFamily(f"nines_probe_{name}", doc, labels=["cluster"])
             gauge.add_metric([s["cluster"]], s[name])
             yield gauge
+        admin = CounterMetricFamily(
+            "nines_probe_admin_errors",
+            "Topic-management admin calls the cluster refused (the probe goes on).",
+            labels=["cluster", "op", "error"],
+        )
+        for (op, error), n in sorted(s["admin_errors"].items()):
+            admin.add_metric([s["cluster"], op, error], n)
+        yield admin
+
+
+class TopicCollector(Collector):
+    """The probe topic as the probed cluster last described it: does it exist, which of its
+    partitions go unprobed, and how long ago the cluster answered at all."""
+
+    def __init__(self, snapshot: Callable[[], dict[str, Any]]) -> None:
+        self.snapshot = snapshot
+
+    def collect(self) -> Iterator[Any]:
+        """Metric families of the current snapshot."""
+        s = self.snapshot()
         for name, doc in (
             (
                 "topic_exists",
@@ -111,14 +131,6 @@ class ProbeCollector(Collector):
         )
         age.add_metric([s["cluster"]], s["metadata_age_s"])
         yield age
-        admin = CounterMetricFamily(
-            "nines_probe_admin_errors",
-            "Topic-management admin calls the cluster refused (the probe goes on).",
-            labels=["cluster", "op", "error"],
-        )
-        for (op, error), n in sorted(s["admin_errors"].items()):
-            admin.add_metric([s["cluster"], op, error], n)
-        yield admin
 
 
 class SelfCollector(Collector):
@@ -224,6 +236,7 @@ def serve(
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ProbeCollector(snapshot))
+    registry.register(TopicCollector(snapshot))
     registry.register(SelfCollector(snapshot, clients))
     return MetricsServer(
         lambda: generate_latest(registry),
