@@ -46,6 +46,10 @@ def plan(layout: Layout, rate_per_s: float) -> Plan:
     return Plan(partitions, leaders, idle)
 
 
+#: Metadata answers in a row without the probe topic before it is said to be gone.
+ABSENT_ANSWERS = 2
+
+
 def follow(leaders: dict[int, int], seen: Mapping[int, int]) -> None:
     """Apply a metadata refresh; a partition without a leader just now keeps its last one."""
     for p, leader in seen.items():
@@ -76,6 +80,8 @@ class PartitionPlanner:
         self.answered_s: float | None = None
         #: New partitions last refused for the rate limit (said once, not at every offer).
         self._capped: list[int] = []
+        #: Answers in a row without the topic.
+        self._absent = 0
 
     def discover(self, transport: Transport) -> Plan:
         """Plan from the transport's layout; warn when a broker leads no partition.
@@ -120,10 +126,15 @@ class PartitionPlanner:
         cluster says it has no such topic."""
         with self._lock:
             self.answered_s = time.monotonic()
-            before, self.exists = self.exists, bool(leaders)
+            # gone only when two answers in a row say so: just after a deletion, a broker whose
+            # metadata lags may still show the topic, and the lines would flap
+            self._absent = 0 if leaders else self._absent + 1
+            before = self.exists
+            if leaders or self._absent >= ABSENT_ANSWERS or before is None:
+                self.exists = bool(leaders)
             self.seen = dict(leaders)
             follow(self.leaders, {p: b for p, b in leaders.items() if p in self.leaders})
-        if before is not False and not leaders:
+        if before is not False and self.exists is False:
             log.warning(
                 "%s: the cluster has no such topic now (deleted?): its messages are counted "
                 "lost until it is back (nines_probe_topic_exists)",
@@ -153,7 +164,8 @@ class PartitionPlanner:
         with self._lock:
             seen = dict(self.seen)
             probed = set(self.partitions)
-            new = sorted(p for p in seen if p not in probed)
+            # a new partition without a leader yet cannot be read back: taken in once it has one
+            new = sorted(p for p in seen if p not in probed and seen[p] >= 0)
             total = len(self.partitions) + len(new)
             capped = bool(new) and self.rate_per_s * total > MAX_TOTAL_RATE
             if not capped:
