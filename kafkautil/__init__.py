@@ -2,6 +2,7 @@
 
 from kafkautil.metadata import (
     ConnectFailures,
+    NoAnswer,
     TopicLayout,
     current_leaders,
     describe_topic,
@@ -13,6 +14,7 @@ __all__ = [
     "EARLIEST",
     "LATEST",
     "ConnectFailures",
+    "NoAnswer",
     "TopicLayout",
     "current_leaders",
     "describe_topic",

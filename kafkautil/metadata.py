@@ -51,17 +51,27 @@ _BROKER_PREFIX = re.compile(r"^\S+://\S+?: ")
 _AFTER = re.compile(r"\s*\(after \d+ms in state \w+\)$")
 
 
+class NoAnswer(ConfigError):
+    """The cluster accepted the connection and said nothing, not even an error, in time: a
+    broker that is hung, or not ready yet, rather than a wrong address (that is refused)."""
+
+
 class ConnectFailures:
     """A client's ``error_cb`` that keeps why it could not talk to the cluster at all: the
     broker refused its credentials, or its TLS handshake failed. librdkafka only says
-    "transport failure" to the request that timed out; this names the cause."""
+    "transport failure" to the request that timed out; this names the cause.
+
+    ``heard`` tells a silent cluster (connections accepted, no answer, no error) from one that
+    refused or dropped them: librdkafka reports either as the same timed-out request."""
 
     def __init__(self) -> None:
         self.reason: str | None = None
+        self.heard = False
 
     def __call__(self, err: Any) -> None:
         from confluent_kafka import KafkaError
 
+        self.heard = True
         codes = (KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED)
         if self.reason is None and err.code() in codes:
             self.reason = _AFTER.sub("", _BROKER_PREFIX.sub("", err.str()))
@@ -81,7 +91,8 @@ def describe_topic(
 
     One full metadata request, so nothing is auto-created. ConfigError names ``bootstrap`` when
     the cluster does not answer within ``timeout_s`` (with the authentication or TLS failure that
-    ``failures``, the client's ``error_cb``, heard), else ``field`` (see :func:`layout_of`).
+    ``failures``, the client's ``error_cb``, heard; :class:`NoAnswer` when it heard nothing at
+    all), else ``field`` (see :func:`layout_of`).
     """
     from confluent_kafka import KafkaException
 
@@ -92,17 +103,27 @@ def describe_topic(
             client.poll(0)  # serves the error callbacks queued meanwhile
             if failures.reason is not None:
                 raise ConfigError(f"bootstrap: {bootstrap}: {failures.reason}") from None
+            if not failures.heard:
+                raise NoAnswer(
+                    f"bootstrap: {bootstrap} accepted the connection but sent no metadata in "
+                    f"{timeout_s:g} s"
+                ) from None
         raise ConfigError(f"bootstrap: cannot reach {bootstrap} ({exc.args[0].str()})") from None
     return layout_of(metadata, topic, bootstrap=bootstrap, field=field, hint=hint)
 
 
 def current_leaders(client: Any, topic: str, timeout_s: float) -> dict[int, int] | None:
-    """Partition → leader as the cluster says now; None when it does not answer (try later)."""
+    """Partition → leader as the cluster says now: empty when it says the topic does not exist
+    (deleted); None when it does not answer, or answers with another error (try later)."""
+    from confluent_kafka import KafkaError
+
     try:
         metadata = client.list_topics(topic, timeout=timeout_s)
     except Exception:
         return None
     found = metadata.topics.get(topic)
-    if found is None or found.error is not None:
-        return None
+    if found is None:
+        return {}
+    if found.error is not None:
+        return {} if found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART else None
     return {p: pm.leader for p, pm in found.partitions.items()}

@@ -30,7 +30,7 @@ from probes.planner import PartitionPlanner
 from probes.producer import ProbeProducer
 from probes.publisher import EchoSink, publisher_for
 from probes.schedule import Schedule
-from probes.threads import named
+from probes.threads import Deaths, named
 from probes.tracker import Tracker
 from probes.transport import Receiver, Transport
 
@@ -78,7 +78,9 @@ class ProbeAgent:
         self.admin_errors = AdminErrors()
         self.manager: TopicManager | None = None
         self._stopping = threading.Event()
-        self._sender_done = threading.Event()
+        #: Set when the schedule ends (``duration``) or a thread dies (``failure``).
+        self._ended = threading.Event()
+        self.deaths = Deaths(self._ended)
         self._drained = threading.Event()
         self._threads: list[threading.Thread] = []
         self._sender: threading.Thread | None = None
@@ -86,6 +88,7 @@ class ProbeAgent:
         self.unresolved_at_stop = 0
         self._server: Any = None
         self._hiccups: HiccupMeter | None = None
+        self._created_s = time.monotonic()
 
     @property
     def partitions(self) -> list[int]:
@@ -153,7 +156,7 @@ class ProbeAgent:
             transport, self.tracker, self._lock, self.clock, probe, publish
         )
         self._hiccups = HiccupMeter(
-            self.clock, cfg.probe_id, cfg.cluster, cfg.hiccup_interval, publish
+            self.clock, cfg.probe_id, cfg.cluster, cfg.hiccup_interval, publish, self.deaths
         )
         if self._admin is not None:
             self.manager = TopicManager(
@@ -175,7 +178,7 @@ class ProbeAgent:
         if self.manager is not None:
             loops["nines-admin"] = self._admin_loop
         self._threads = [
-            threading.Thread(target=named(name, loop), name=name, daemon=True)
+            threading.Thread(target=named(name, loop, self.deaths), name=name, daemon=True)
             for name, loop in loops.items()
         ]
         self._sender = self._threads[0]
@@ -227,7 +230,7 @@ class ProbeAgent:
         consumer = ProbeConsumer(receiver, self.tracker, self._lock, self.clock, c.probe, c.publish)
         name = "nines-receive-" + "-".join(map(str, partitions))
         thread = threading.Thread(
-            target=named(name, lambda: consumer.receive_until(self._drained)),
+            target=named(name, lambda: consumer.receive_until(self._drained), self.deaths),
             name=name,
             daemon=True,
         )
@@ -237,10 +240,8 @@ class ProbeAgent:
     # -- the loops ----------------------------------------------------------------------------
 
     def _send_loop(self) -> None:
-        try:
-            self.producer.send_until(self._stopping)
-        finally:
-            self._sender_done.set()
+        self.producer.send_until(self._stopping)
+        self._ended.set()  # the schedule's end (a death sets it through ``deaths``)
 
     def _housekeeping_loop(self) -> None:
         """Declare losses, serve the echo sink's reports, follow leader moves."""
@@ -268,9 +269,15 @@ class ProbeAgent:
 
     # -- shutdown and state -------------------------------------------------------------------
 
+    @property
+    def failure(self) -> str | None:
+        """How the first of the probe's threads that died died (one line), else None."""
+        return self.deaths.first
+
     def wait(self, timeout_s: float | None = None) -> bool:
-        """Wait until the schedule ends (``duration``); True if it did."""
-        return self._sender_done.wait(timeout_s)
+        """Wait until the schedule ends (``duration``) or a thread dies (``failure``); True if
+        either did."""
+        return self._ended.wait(timeout_s)
 
     def stop(self, timeout_s: float | None = None) -> None:
         """Stop scheduling, wait (bounded) for outstanding echoes, flush, close.
@@ -346,6 +353,11 @@ class ProbeAgent:
             leaders = dict(self.leaders)
             brokers = len(self.planner.brokers)
             unprobed = len(self.planner.unprobed())
+            unprobed_partitions = len(self.planner.unprobed_partitions())
+            exists = bool(self.planner.exists)
+            answered_s = self.planner.answered_s
+        # since the cluster's last metadata answer; since the probe started if it never answered
+        metadata_age_s = time.monotonic() - (self._created_s if answered_s is None else answered_s)
         return {
             "cluster": self.config.cluster,
             "topic": self.config.topic,
@@ -360,6 +372,9 @@ class ProbeAgent:
             "hiccup_max_us": self._hiccups.last_max_us if self._hiccups else 0,
             "brokers": brokers,
             "brokers_unprobed": unprobed,
+            "partitions_unprobed": unprobed_partitions,
+            "topic_exists": int(exists),
+            "metadata_age_s": metadata_age_s,
             "admin_errors": dict(self.admin_errors.counts),
         }
 
@@ -380,7 +395,8 @@ def quiet_process_for_probing() -> None:
 
 
 def run_probe(config: ProbeConfig) -> int:
-    """Probe until SIGTERM/SIGINT or the configured duration; exit status 0 on a clean stop."""
+    """Probe until SIGTERM/SIGINT or the configured duration; exit status 0 on a clean stop,
+    1 when a thread of the probe died (one line, the last, names it and its error)."""
     import signal
 
     summary.check_writable(config.summary_file)
@@ -401,8 +417,18 @@ def run_probe(config: ProbeConfig) -> int:
     )
     while not stop.is_set() and not agent.wait(0.2):
         pass
-    agent.stop()
-    log.info("%s", agent.summary())
-    if config.summary_file:
-        summary.write_summary(config.summary_file, agent.totals())
+    try:
+        agent.stop()
+    except Exception:
+        if agent.failure is None:
+            raise
+        # what killed a thread may fail the stop too (the bounded stop is best effort then)
+        log.debug("stopping after a thread died failed", exc_info=True)
+    else:
+        log.info("%s", agent.summary())
+        if config.summary_file:
+            summary.write_summary(config.summary_file, agent.totals())
+    if agent.failure is not None:
+        log.error("the probe stops: %s", agent.failure)
+        return 1
     return 0

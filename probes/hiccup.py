@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from core.echo import Hiccup
 from probes.clock import ProbeClock
-from probes.threads import name_os_thread
+from probes.threads import Deaths, named
 
 TICK_US = 1000
 
@@ -26,6 +26,7 @@ class HiccupMeter(threading.Thread):
         cluster: str,
         interval_s: float,
         emit: Callable[[Hiccup], None],
+        deaths: Deaths | None = None,
     ) -> None:
         super().__init__(name="nines-hiccup", daemon=True)
         self.clock, self.probe, self.cluster = clock, probe, cluster
@@ -33,10 +34,14 @@ class HiccupMeter(threading.Thread):
         self.emit = emit
         self.stopping = threading.Event()
         self.last_max_us = 0
+        self.deaths = deaths
 
     def run(self) -> None:
+        """The meter's loop, its death recorded in ``deaths`` (when given)."""
+        named(self.name, self._measure, self.deaths)()
+
+    def _measure(self) -> None:
         """Tick every millisecond; report the longest and total oversleep per interval."""
-        name_os_thread(self.name)
         start = self.clock.now_us()
         worst = total = count = 0
         expected = start + TICK_US

@@ -146,8 +146,11 @@ class TopicManager:
         self._capped = False
 
     def tick(self, now_s: float) -> None:
-        """Settle the call in flight, then survey (and act) when the interval has passed."""
+        """Probe the partitions the leader refresh found, settle the call in flight, then survey
+        (and act) when the interval has passed."""
         self.admin.poll()  # librdkafka's log lines, queued for the probe's log, must not pile up
+        if self._probe(self.planner.grow_seen()):
+            self._next_s = now_s  # survey now: the brokers that lead them
         if self.pending is not None:
             if not self.pending[1].done():
                 return
@@ -158,14 +161,16 @@ class TopicManager:
         found = self.admin.survey(self.topic, known=True)  # the probe is probing it
         if found is None:
             return
-        if not self.manage:
-            self.planner.observe(found)
-            return
-        new = self.planner.grow(found)
+        self._probe(self.planner.grow(found))  # managed or not: every partition is probed
+        if self.manage:
+            self._act(found, now_s)
+
+    def _probe(self, new: list[int]) -> bool:
+        """Hand partitions that appeared to ``on_new``; whether there were any."""
         if new:
             log.info("probing new partitions %s of %s", new, self.topic)
             self.on_new(new)
-        self._act(found, now_s)
+        return bool(new)
 
     def _act(self, found: Survey, now_s: float) -> None:
         if self.rebalance:

@@ -98,6 +98,41 @@ class ProbeCollector(Collector):
         yield admin
 
 
+class TopicCollector(Collector):
+    """The probe topic as the probed cluster last described it: does it exist, which of its
+    partitions go unprobed, and how long ago the cluster answered at all."""
+
+    def __init__(self, snapshot: Callable[[], dict[str, Any]]) -> None:
+        self.snapshot = snapshot
+
+    def collect(self) -> Iterator[Any]:
+        """Metric families of the current snapshot."""
+        s = self.snapshot()
+        for name, doc in (
+            (
+                "topic_exists",
+                "1 while the cluster's last metadata answer had the probe topic, 0 once it says "
+                "the topic is gone (deleted) or before it answered at all.",
+            ),
+            (
+                "partitions_unprobed",
+                "Partitions of the probe topic, as last seen, that the probe does not probe (yet: "
+                "new ones are taken in within seconds, unless the rate limit refuses them).",
+            ),
+        ):
+            gauge = GaugeMetricFamily(f"nines_probe_{name}", doc, labels=["cluster", "topic"])
+            gauge.add_metric([s["cluster"], s["topic"]], s[name])
+            yield gauge
+        age = GaugeMetricFamily(
+            "nines_probe_metadata_age_seconds",
+            "Seconds since the probed cluster last answered a metadata request (since the probe "
+            "started if it never did): it grows while the cluster accepts and does not answer.",
+            labels=["cluster"],
+        )
+        age.add_metric([s["cluster"]], s["metadata_age_s"])
+        yield age
+
+
 class SelfCollector(Collector):
     """The probe's own cost per scrape: process CPU, its cgroup's throttling, and its Kafka
     clients' requests and round trips per broker (librdkafka's statistics)."""
@@ -201,6 +236,7 @@ def serve(
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ProbeCollector(snapshot))
+    registry.register(TopicCollector(snapshot))
     registry.register(SelfCollector(snapshot, clients))
     return MetricsServer(
         lambda: generate_latest(registry),

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from core.config import ConfigError
 from kafkautil.admin import Survey
+from kafkautil.metadata import NoAnswer
 from probes.config import MAX_TOTAL_RATE
 from probes.transport import Layout, Transport
 
@@ -44,6 +46,10 @@ def plan(layout: Layout, rate_per_s: float) -> Plan:
     return Plan(partitions, leaders, idle)
 
 
+#: Metadata answers in a row without the probe topic before it is said to be gone.
+ABSENT_ANSWERS = 2
+
+
 def follow(leaders: dict[int, int], seen: Mapping[int, int]) -> None:
     """Apply a metadata refresh; a partition without a leader just now keeps its last one."""
     for p, leader in seen.items():
@@ -52,7 +58,12 @@ def follow(leaders: dict[int, int], seen: Mapping[int, int]) -> None:
 
 
 class PartitionPlanner:
-    """The probe's partitions and their current leaders (``leaders`` is guarded by ``lock``)."""
+    """The probe's partitions and their current leaders (``leaders`` is guarded by ``lock``).
+
+    Every metadata answer about the topic (the housekeeper's leader refresh, topic management's
+    survey) passes through here: leaders are followed, a partition the probe does not probe yet
+    is offered to :meth:`grow_seen`, and the topic's going and coming back is said in one line.
+    """
 
     def __init__(self, topic: str, rate_per_s: float, lock: threading.Lock) -> None:
         self.topic, self.rate_per_s, self._lock = topic, rate_per_s, lock
@@ -61,14 +72,38 @@ class PartitionPlanner:
         self.leaders: dict[int, int] = {}
         #: The cluster's brokers, as last seen (at start, then by topic management's surveys).
         self.brokers: frozenset[int] = frozenset()
+        #: The topic's partitions → leaders in the cluster's last answer about it.
+        self.seen: dict[int, int] = {}
+        #: Whether the last answer had the topic; None before the cluster answered at all.
+        self.exists: bool | None = None
+        #: ``time.monotonic()`` of the cluster's last metadata answer; None before the first.
+        self.answered_s: float | None = None
+        #: New partitions last refused for the rate limit (said once, not at every offer).
+        self._capped: list[int] = []
+        #: Answers in a row without the topic.
+        self._absent = 0
 
     def discover(self, transport: Transport) -> Plan:
-        """Plan from the transport's layout; warn when a broker leads no partition."""
-        layout = transport.discover()
+        """Plan from the transport's layout; warn when a broker leads no partition.
+
+        A cluster that accepts connections and says nothing (``NoAnswer``) is probed from when
+        it answers: an empty plan now, the partitions through :meth:`grow_seen` later.
+        """
+        try:
+            layout = transport.discover()
+        except NoAnswer as exc:
+            log.warning(
+                "%s; probing starts anyway and takes in %s's partitions once it answers "
+                "(nines_probe_metadata_age_seconds)",
+                exc,
+                self.topic,
+            )
+            return Plan([], {}, [])
         planned = plan(layout, self.rate_per_s)
         self.partitions = planned.partitions
         self.leaders.update(planned.leaders)
         self.brokers = layout.brokers
+        self._saw(layout.leaders)
         if planned.idle_brokers:
             log.warning(
                 "brokers %s lead no partition of %s, so they are not probed; add partitions "
@@ -82,51 +117,93 @@ class PartitionPlanner:
         """Brokers that lead no probed partition now (call under the lock)."""
         return self.brokers - {self.leaders[p] for p in self.partitions if p in self.leaders}
 
+    def unprobed_partitions(self) -> list[int]:
+        """Partitions of the topic, as last seen, that the probe does not probe (yet)."""
+        return sorted(set(self.seen) - set(self.partitions))
+
+    def _saw(self, leaders: Mapping[int, int]) -> None:
+        """Take in one metadata answer: ``leaders`` of the topic's partitions, empty when the
+        cluster says it has no such topic."""
+        with self._lock:
+            self.answered_s = time.monotonic()
+            # gone only when two answers in a row say so: just after a deletion, a broker whose
+            # metadata lags may still show the topic, and the lines would flap
+            self._absent = 0 if leaders else self._absent + 1
+            before = self.exists
+            if leaders or self._absent >= ABSENT_ANSWERS or before is None:
+                self.exists = bool(leaders)
+            self.seen = dict(leaders)
+            follow(self.leaders, {p: b for p, b in leaders.items() if p in self.leaders})
+        if before is not False and self.exists is False:
+            log.warning(
+                "%s: the cluster has no such topic now (deleted?): its messages are counted "
+                "lost until it is back (nines_probe_topic_exists)",
+                self.topic,
+            )
+        elif before is False and leaders:
+            log.info("%s is back, with %d partitions: probing it again", self.topic, len(leaders))
+
     def observe(self, survey: Survey) -> None:
         """Take in a survey's brokers and the leaders of the probed partitions."""
         with self._lock:
             self.brokers = survey.brokers
-            follow(self.leaders, {p: b for p, b in survey.leaders.items() if p in self.leaders})
+        if survey.exists:
+            self._saw(survey.leaders)
+        else:  # absent or refused (a survey does not tell them apart): the refresh decides
+            with self._lock:
+                self.answered_s = time.monotonic()
 
     def grow(self, survey: Survey) -> list[int]:
-        """:meth:`observe`, then take in the survey's partitions not probed yet (returned: to be
-        probed from now on), unless the probe's total rate would pass its hard limit.
-        """
+        """:meth:`observe`, then :meth:`grow_seen`."""
         self.observe(survey)
-        new = sorted(p for p in survey.leaders if p not in self.partitions)
-        total = len(self.partitions) + len(new)
-        if new and self.rate_per_s * total > MAX_TOTAL_RATE:
+        return self.grow_seen()
+
+    def grow_seen(self) -> list[int]:
+        """Take in the partitions last seen that are not probed yet (returned: to be probed from
+        now on), unless the probe's total rate would pass its hard limit."""
+        with self._lock:
+            seen = dict(self.seen)
+            probed = set(self.partitions)
+            # a new partition without a leader yet cannot be read back: taken in once it has one
+            new = sorted(p for p in seen if p not in probed and seen[p] >= 0)
+            total = len(self.partitions) + len(new)
+            capped = bool(new) and self.rate_per_s * total > MAX_TOTAL_RATE
+            if not capped:
+                for p in new:
+                    self.leaders[p] = seen[p]
+                self.partitions = sorted([*self.partitions, *new])
+        if not capped:
+            self._capped = []
+            return new
+        if new != self._capped:
+            self._capped = new
             log.warning(
                 "not probing new partitions %s of %s: %g/s × %d partitions exceeds the limit of "
-                "%g/s",
+                "%g/s (nines_probe_partitions_unprobed)",
                 new,
                 self.topic,
                 self.rate_per_s,
                 total,
                 MAX_TOTAL_RATE,
             )
-            return []
-        with self._lock:
-            for p in new:
-                self.leaders[p] = survey.leaders[p]
-            self.partitions = sorted([*self.partitions, *new])
-        return new
+        return []
 
     def forget(self, partitions: list[int]) -> None:
-        """Undo :meth:`grow` for ``partitions`` (they could not be probed after all)."""
+        """Undo :meth:`grow_seen` for ``partitions`` (they could not be probed after all; the
+        next answer that shows them offers them again)."""
         with self._lock:
             for p in partitions:
                 self.leaders.pop(p, None)
+                self.seen.pop(p, None)
             self.partitions = [p for p in self.partitions if p not in partitions]
 
     def refresh(self, transport: Transport) -> None:
-        """Follow leader moves (nothing changes when the cluster does not answer)."""
+        """Follow leader moves, and offer new partitions to :meth:`grow_seen` (which reads them
+        back before they are probed: the refresh never probes them itself); nothing changes
+        when the cluster does not answer."""
         seen = transport.leaders()
         if seen is not None:
-            with self._lock:
-                # only the probed partitions: a new one enters through grow() (which reads
-                # back first), never through a refresh that saw it first
-                follow(self.leaders, {p: b for p, b in seen.items() if p in self.leaders})
+            self._saw(seen)
 
 
 # -- topic management (``--manage-topic``): pure decisions, made from a kafkautil Survey --------

@@ -74,8 +74,13 @@ class ProbeProducer:
         while not stopping.is_set():
             while self._joining:
                 schedule.add(*self._joining.popleft())
-            intended, partition, seq = schedule.next_due()
             now = clock.now_us()
+            if not schedule.next_seq:  # nothing to probe yet (a cluster silent at start)
+                if self.end_us is not None and now >= self.end_us:
+                    return
+                stopping.wait(MAX_NAP_US / 1e6)
+                continue
+            intended, partition, seq = schedule.next_due()
             if self.end_us is not None and intended >= self.end_us:
                 # the last message is sent; the duration is not over until its end (at a low
                 # rate the next message may be due seconds after it)

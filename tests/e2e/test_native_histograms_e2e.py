@@ -97,6 +97,9 @@ def probe_snapshot() -> dict[str, Any]:
         "hiccup_max_us": 2_500,
         "brokers": 2,
         "brokers_unprobed": 0,
+        "partitions_unprobed": 1,
+        "topic_exists": 1,
+        "metadata_age_s": 1.5,
         "admin_errors": {("create_topic", "TOPIC_AUTHORIZATION_FAILED"): 1},
     }
 

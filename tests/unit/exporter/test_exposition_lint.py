@@ -79,6 +79,9 @@ def test_the_probes_metrics_pass_promtool() -> None:
         "hiccup_max_us": 1_500,
         "brokers": 2,
         "brokers_unprobed": 0,
+        "partitions_unprobed": 1,
+        "topic_exists": 1,
+        "metadata_age_s": 1.5,
         "admin_errors": {("create_topic", "TOPIC_AUTHORIZATION_FAILED"): 1},
     }
     server = serve(lambda: snapshot, "127.0.0.1", 0)

@@ -118,6 +118,9 @@ def test_the_probes_protobuf_body_has_the_text_bodys_samples() -> None:
         "hiccup_max_us": 1_500,
         "brokers": 2,
         "brokers_unprobed": 0,
+        "partitions_unprobed": 1,
+        "topic_exists": 1,
+        "metadata_age_s": 1.5,
         "admin_errors": {},
     }
     server = serve(lambda: snap, "127.0.0.1", 0)

@@ -81,6 +81,9 @@ def test_current_leaders_is_best_effort() -> None:
     assert current_leaders(client, "p", 1.0) == {0: 2, 1: -1}
     assert client.asked == [("p", 1.0)]
     assert current_leaders(Client(RuntimeError("closed")), "p", 1.0) is None
-    assert current_leaders(Client(metadata({})), "p", 1.0) is None
+    # the cluster answered without the topic, or with "unknown": it is gone (deleted)
+    assert current_leaders(Client(metadata({})), "p", 1.0) == {}
+    gone = topic({}, KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+    assert current_leaders(Client(metadata({"p": gone})), "p", 1.0) == {}
     failing = topic({0: 1}, KafkaError(KafkaError.LEADER_NOT_AVAILABLE))
     assert current_leaders(Client(metadata({"p": failing})), "p", 1.0) is None

@@ -11,6 +11,7 @@ import pytest
 from core.config import ConfigError
 from core.echo import Echo, Hiccup, decode_record
 from probes.clock import ProbeClock
+from probes.config import MAX_TOTAL_RATE
 from probes.consumer import ProbeConsumer
 from probes.payload import encode, probe_hash
 from probes.planner import PartitionPlanner, follow, plan
@@ -100,6 +101,52 @@ def test_a_partition_a_refresh_sees_first_is_still_grown() -> None:
                     {0: [1], 1: [2], 2: [3]})  # fmt: skip
     assert planner.grow(survey) == [2]
     assert planner.partitions == [0, 1, 2] and planner.leaders[2] == 3
+
+
+def test_planner_takes_in_led_new_partitions_and_says_when_the_topic_goes_and_is_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    answers = [{0: 1, 1: 2, 2: -1}, {0: 1, 1: 2, 2: 3}, {}, None, {}, {}, {0: 1, 1: 2, 2: 3}]
+    transport: Any = Layouts(Layout({0: 1, 1: 2}, frozenset({1, 2, 3})), answers)
+    planner = PartitionPlanner("nines.probe", 100, threading.Lock())
+    planner.discover(transport)
+    assert planner.exists is True
+    caplog.clear()  # the line that broker 3 leads nothing
+    with caplog.at_level(logging.INFO, logger="nines.probe"):
+        planner.refresh(transport)  # partition 2 added, no leader yet: not read back yet
+        assert planner.grow_seen() == [] and planner.unprobed_partitions() == [2]
+        planner.refresh(transport)
+        assert planner.grow_seen() == [2] and planner.unprobed_partitions() == []
+        assert planner.partitions == [0, 1, 2] and planner.leaders[2] == 3
+        planner.refresh(transport)  # one answer without the topic (a lagging broker may)
+        assert planner.exists is True
+        planner.refresh(transport)  # no answer at all: says nothing about the topic
+        planner.refresh(transport)  # a second answer in a row without it: gone
+        assert planner.exists is False and planner.grow_seen() == []
+        planner.refresh(transport)  # still gone: not said again
+        planner.refresh(transport)
+        assert planner.exists is True and planner.grow_seen() == []  # the same partitions
+    assert [r.getMessage() for r in caplog.records] == [
+        "nines.probe: the cluster has no such topic now (deleted?): its messages are counted "
+        "lost until it is back (nines_probe_topic_exists)",
+        "nines.probe is back, with 3 partitions: probing it again",
+    ]
+
+
+def test_new_partitions_past_the_rate_limit_are_refused_in_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    answers = [{0: 1, 1: 2, 2: 3}, {0: 1, 1: 2, 2: 3}]
+    transport: Any = Layouts(Layout({0: 1, 1: 2}, frozenset({1, 2, 3})), answers)
+    planner = PartitionPlanner("nines.probe", MAX_TOTAL_RATE / 2, threading.Lock())
+    planner.discover(transport)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="nines.probe"):
+        for _ in answers:
+            planner.refresh(transport)
+            assert planner.grow_seen() == [] and planner.unprobed_partitions() == [2]
+    assert len(caplog.records) == 1
+    assert caplog.records[0].getMessage().startswith("not probing new partitions [2]")
 
 
 # -- echo publisher ----------------------------------------------------------------------------
