@@ -117,20 +117,52 @@ def resolve_secret(value: str) -> str:
     return value
 
 
+#: librdkafka's PEM files that it also takes as text: read once here (bounded, checked) and
+#: handed over as the ``.pem`` setting, so the file librdkafka uses is the one checked.
+PEM_SETTINGS = {
+    "ssl.ca.location": "ssl.ca.pem",
+    "ssl.certificate.location": "ssl.certificate.pem",
+    "ssl.key.location": "ssl.key.pem",
+}
+
+
 def resolve_secrets(settings: Mapping[str, str], field: str = "kafka") -> dict[str, str]:
     """Client settings with ``env:VAR`` and ``file:PATH`` values resolved (``resolve_secret``);
-    an error names the key (``kafka.sasl.password: ...``)."""
+    a PEM file librdkafka also takes as text (``PEM_SETTINGS``) read once, bounded, and handed
+    over as text (a directory of CAs and a missing file stay paths: librdkafka names those);
+    other files librdkafka opens checked first. An error names the key
+    (``kafka.sasl.password: ...``)."""
     out = {}
     for key, value in settings.items():
         try:
             out[key] = resolve_secret(value)
-            if _is_client_file(key, out[key]):
+            if not _is_client_file(key, out[key]):
+                continue
+            pem = PEM_SETTINGS.get(key.strip().lower())
+            text = read_client_pem(out[key]) if pem and pem not in settings else None
+            if text is None:
                 check_client_file(out[key])
+                continue
+            del out[key]
+            out[pem] = text  # type: ignore[index]
+            if pem == "ssl.key.pem":
+                remember_value(text)  # a private key: hidden wherever it might be printed
         except ConfigError as exc:
             raise ConfigError(f"{field}.{key}: {exc}") from None
         except OSError as exc:
             raise ConfigError(f"{field}.{key}: cannot read {out[key]}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{field}.{key}: {out[key]} is not PEM text") from None
     return out
+
+
+def read_client_pem(path: str) -> str | None:
+    """The text of the PEM file at ``path`` (bounded, a regular file, never blocking); None for
+    a directory (a CA path) or a missing file, which librdkafka names itself."""
+    try:
+        return read_text_bounded(path, MAX_PEM_BYTES)
+    except (FileNotFoundError, IsADirectoryError):
+        return None
 
 
 def _is_client_file(key: str, value: str) -> bool:

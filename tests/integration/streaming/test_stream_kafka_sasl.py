@@ -111,3 +111,25 @@ def test_a_wrong_password_or_an_untrusted_ca_is_one_line_and_exit_2(
             assert expect in lines[0], lines[0]
             for secret in (password, "not-the-password-5c1e7"):
                 assert secret not in run.stdout + run.stderr
+
+
+def test_a_ca_bundle_file_is_read_once_and_handed_over_as_text(
+    sasl_kafka: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """``ssl.ca.location`` is read once through the bounded reader and given to librdkafka as
+    ``ssl.ca.pem`` (a file swapped after the check is never opened): a bundle of two CAs, the
+    broker's second, still verifies the broker, through the real probe."""
+    from tls_material import make_tls
+
+    bootstrap, config = sasl_kafka.sasl_client()
+    ca = config.parent / "ca.crt"
+    bundle = tmp_path / "bundle.crt"
+    bundle.write_text(make_tls(tmp_path / "other").ca.read_text() + ca.read_text())
+    bad = tmp_path / "bundle.yaml"
+    bad.write_text(config.read_text().replace(str(ca), str(bundle)))
+    probe = nines("probe", "--bootstrap", bootstrap, "--config", str(bad), "--probe-id",
+                  "bundle", "--cluster", "bundle", "--rate", "20", "--duration", "2s",
+                  "--metrics-port", "0")  # fmt: skip
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    echoes, _ = records_of(sasl_kafka.bootstrap, "bundle")
+    assert len(echoes) >= 30 and not [e for e in echoes if e.lost]
