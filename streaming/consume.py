@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkautil import EARLIEST, LATEST, list_offsets
+from kafkautil.acls import STREAM_GROUP_PREFIX
 from runtime.config_io import resolve_secrets
 from streaming.gaps import Gap, KafkaRange, RangeBook
 
@@ -41,7 +42,7 @@ def open_consumer(bootstrap: str, kafka: dict[str, Any]) -> Any:
     return Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": f"nines-stream-{os.getpid()}",
+            "group.id": f"{STREAM_GROUP_PREFIX}{os.getpid()}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "fetch.wait.max.ms": 50,

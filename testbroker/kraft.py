@@ -64,6 +64,11 @@ WARM_P99_S = 0.05
 STOP_TIMEOUT_S = 60.0
 SCRAM_USER = "nines"
 SCRAM_MECHANISM = "SCRAM-SHA-512"
+#: KRaft's ACL authorizer (``authorizer=True``), and its one super user: the principal of the
+#: PLAINTEXT and controller listeners, which only the brokers and the test harness use. Clients
+#: under test come in on the SASL_SSL listener as SCRAM users of their own, with ACLs only.
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+SUPER_USER = "User:ANONYMOUS"
 
 T = TypeVar("T")
 
@@ -200,6 +205,11 @@ rootLogger.appenderRef.file.ref = file
 logger.state.name = state.change.logger
 logger.state.level = WARN
 """
+#: With the authorizer: its denials (INFO) in the broker's log, where a test reads them.
+LOG4J2_AUTHORIZER = """\
+logger.authorizer.name = kafka.authorizer.logger
+logger.authorizer.level = INFO
+"""
 
 
 @dataclass
@@ -215,13 +225,20 @@ class KafkaNode:
     """One Apache Kafka JVM: its config and log dir under ``home``; start, stop, restart."""
 
     def __init__(
-        self, node_id: int, home: Path, ports: Ports, voter: bool, sasl: Sasl | None
+        self,
+        node_id: int,
+        home: Path,
+        ports: Ports,
+        voter: bool,
+        sasl: Sasl | None,
+        authorizer: bool = False,
     ) -> None:
         self.node_id = node_id
         self.home = home
         self.ports = ports
         self.voter = voter
         self.sasl = sasl
+        self.authorizer = authorizer
         self.log_path = home / "broker.log"
         self.proc: subprocess.Popen[bytes] | None = None
         #: Not running on purpose (not started yet, or ``ctl down``): its absence is no failure.
@@ -280,6 +297,12 @@ class KafkaNode:
                 "listener.name.sasl_ssl.ssl.keystore.type": "PEM",
                 "listener.name.sasl_ssl.ssl.keystore.location": str(self.sasl.keystore),
             }
+        if self.authorizer:
+            props |= {
+                "authorizer.class.name": AUTHORIZER,
+                "super.users": SUPER_USER,
+                "allow.everyone.if.no.acl.found": "false",
+            }
         props |= {
             "listeners": ",".join(listeners),
             "advertised.listeners": ",".join(advertised),
@@ -293,7 +316,10 @@ class KafkaNode:
         props = self.properties(voters, replication)
         path = self.home / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        (self.home / "log4j2.properties").write_text(LOG4J2.format(log=self.log_path))
+        log4j = LOG4J2.format(log=self.log_path)
+        if self.authorizer:
+            log4j += LOG4J2_AUTHORIZER
+        (self.home / "log4j2.properties").write_text(log4j)
         return path
 
     def _jvm(self, classpath: str, main: str, *args: str, heap: str = HEAP) -> list[str]:
@@ -371,8 +397,16 @@ class KraftCluster:
     """N Apache Kafka brokers in one KRaft cluster on loopback, owned by this process."""
 
     def __init__(
-        self, classpath: str, brokers: int, home: Path, sasl: bool = False, port: int | None = None
+        self,
+        classpath: str,
+        brokers: int,
+        home: Path,
+        sasl: bool = False,
+        port: int | None = None,
+        authorizer: bool = False,
     ) -> None:
+        if authorizer and not sasl:
+            raise ValueError("the authorizer needs the SASL_SSL listener (sasl=True)")
         self.classpath = classpath
         self.home = home
         self.cluster_id = cluster_id()
@@ -384,12 +418,18 @@ class KraftCluster:
             plain = port + node_id - 1 if port is not None else free_port()
             ports = Ports(plain, free_port(), free_port() if sasl else None)
             self.nodes[node_id] = KafkaNode(
-                node_id, home / f"broker-{node_id}", ports, node_id <= voters, self.sasl
+                node_id,
+                home / f"broker-{node_id}",
+                ports,
+                node_id <= voters,
+                self.sasl,
+                authorizer=authorizer,
             )
         self.voters = ",".join(
             f"{n.node_id}@{LOOPBACK}:{n.ports.controller}" for n in self.nodes.values() if n.voter
         )
         self.replication = min(brokers, 3)
+        self.authorizer = authorizer
 
     @property
     def bootstrap(self) -> str:
@@ -575,7 +615,9 @@ class KraftCluster:
         """A new broker (broker role only) formatted into this cluster; its id once registered."""
         node_id = max(self.nodes) + 1
         ports = Ports(free_port(), free_port(), free_port() if self.sasl else None)
-        node = KafkaNode(node_id, self.home / f"broker-{node_id}", ports, False, self.sasl)
+        node = KafkaNode(
+            node_id, self.home / f"broker-{node_id}", ports, False, self.sasl, self.authorizer
+        )
         node.configure(self.voters, self.replication)
         node.format(self.classpath, self.cluster_id, None)
         self.nodes[node_id] = node
