@@ -104,7 +104,8 @@ class ProbeCollector(Collector):
         )
         for error, n in sorted(s.get("receive_errors", {}).items()):
             receive.add_metric([s["cluster"], s["topic"], error], n)
-        yield receive
+        if receive.samples:  # a family without samples is absent to every query anyway
+            yield receive
 
 
 class SelfCollector(Collector):
