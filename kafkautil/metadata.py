@@ -7,11 +7,13 @@ confluent-kafka, so every stage may use it without importing another stage.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from core.config import ConfigError
+from kafkautil.acls import lacks
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,7 @@ def describe_topic(
     hint: str,
     timeout_s: float,
     failures: ConnectFailures | None = None,
+    by_name: str | None = None,
 ) -> TopicLayout:
     """Ask ``client`` (any confluent-kafka Producer, Consumer or AdminClient) for ``topic``.
 
@@ -93,6 +96,11 @@ def describe_topic(
     the cluster does not answer within ``timeout_s`` (with the authentication or TLS failure that
     ``failures``, the client's ``error_cb``, heard; :class:`NoAnswer` when it heard nothing at
     all), else ``field`` (see :func:`layout_of`).
+
+    A full answer leaves out the topics the principal may not Describe, so a topic missing
+    from it is asked for by name too when ``by_name`` names the right that includes Describe
+    (e.g. ``READ``): a refusal then says that right is missing, not that the topic is. Only for
+    a client that never auto-creates topics (a consumer's default).
     """
     from confluent_kafka import KafkaException
 
@@ -109,6 +117,13 @@ def describe_topic(
                     f"{timeout_s:g} s"
                 ) from None
         raise ConfigError(f"bootstrap: cannot reach {bootstrap} ({exc.args[0].str()})") from None
+    if by_name is not None and topic not in metadata.topics:
+        with contextlib.suppress(KafkaException):
+            found = client.list_topics(topic, timeout=timeout_s).topics.get(topic)
+            error = found.error if found is not None else None
+            if error is not None and error.name().endswith("_AUTHORIZATION_FAILED"):
+                why = lacks(error.name(), by_name, "TOPIC", topic)
+                raise ConfigError(f"{field}: {topic!r} on {bootstrap}: {why}")
     return layout_of(metadata, topic, bootstrap=bootstrap, field=field, hint=hint)
 
 

@@ -207,7 +207,13 @@ class ProbeAgent:
             raise ConfigError(f"topic: {cfg.topic!r} is missing on {cfg.bootstrap}: {why}")
         why = ensure_topic(echo, cfg.echo_topic, per_broker, rf, self.admin_errors)
         if why is not None:  # probing goes on; the echo records it cannot deliver are counted
-            log.warning("echo topic %s: %s", cfg.echo_topic, why)
+            log.warning(
+                "echo topic %s is missing on %s: %s (the probe goes on; its echo records wait in "
+                "the echo buffer, then are dropped and counted)",
+                cfg.echo_topic,
+                cfg.echo_bootstrap or cfg.bootstrap,
+                why,
+            )
 
     def _probe_new(self, partitions: list[int]) -> None:
         """Probe partitions that appeared while probing: read them back first, then send."""
@@ -358,6 +364,8 @@ class ProbeAgent:
             answered_s = self.planner.answered_s
         # since the cluster's last metadata answer; since the probe started if it never answered
         metadata_age_s = time.monotonic() - (self._created_s if answered_s is None else answered_s)
+        # only Kafka's transport counts its consumers' authorization failures
+        receive_errors = getattr(self._transport, "receive_errors", None)
         return {
             "cluster": self.config.cluster,
             "topic": self.config.topic,
@@ -376,6 +384,7 @@ class ProbeAgent:
             "topic_exists": int(exists),
             "metadata_age_s": metadata_age_s,
             "admin_errors": dict(self.admin_errors.counts),
+            "receive_errors": dict(receive_errors.counts) if receive_errors is not None else {},
         }
 
 

@@ -23,6 +23,7 @@ from core.redact import redact_url, remember_url
 from core.settings import setting
 from core.units import format_duration, parse_duration_s, parse_rate, parse_size_bytes
 from core.windows import DEFAULT_WINDOWS
+from kafkautil.acls import PROBE_GROUP_PREFIX
 from runtime.config_io import resolve_secret, resolve_secrets
 
 #: Bytes of the probe header inside every payload (see probes.payload).
@@ -381,7 +382,7 @@ class ProbeConfig(KafkaAuthConfig):
             "fetch.min.bytes": 1,
             **user,
             "bootstrap.servers": self.bootstrap,
-            "group.id": f"nines-probe-{self.probe_id}",
+            "group.id": f"{PROBE_GROUP_PREFIX}{self.probe_id}",
             "enable.auto.commit": False,
         }
         return {"producer": producer, "consumer": consumer, "echo_producer": echo_producer}

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kafkautil import ConnectFailures, current_leaders, describe_topic, list_offsets
+from kafkautil.acls import lacks
 from probes.client_stats import CLIENT_STATS
 from probes.config import ProbeConfig
 from probes.transport import AckReport, Layout
@@ -64,6 +65,29 @@ def watched(clients: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {name: {**conf, **CLIENT_STATS.settings(name)} for name, conf in clients.items()}
 
 
+class ReceiveErrors:
+    """Authorization failures of the consumers that read probe messages back, by error name:
+    counted (``nines_probe_receive_errors_total``) and logged once per name, naming the
+    missing right. Reading back stops while one lasts; sending goes on, and what is not read
+    back is counted lost at its timeout."""
+
+    def __init__(self, topic: str, group: str) -> None:
+        self.topic, self.group = topic, group
+        self.counts: dict[str, int] = {}
+
+    def __call__(self, err: Any) -> None:
+        name = err.name()
+        if not name.endswith("_AUTHORIZATION_FAILED"):
+            return  # a broker down or moving: loss and the leader gauges tell it
+        if name not in self.counts:
+            if name == "GROUP_AUTHORIZATION_FAILED":
+                why = lacks(name, "DESCRIBE", "GROUP", self.group)
+            else:
+                why = lacks(name, "READ", "TOPIC", self.topic)
+            log.warning("reading %s back refused: %s (the probe goes on)", self.topic, why)
+        self.counts[name] = self.counts.get(name, 0) + 1
+
+
 class KafkaTransport:
     """Probe messages through one producer (acks served by ``serve_reports``) and one consumer."""
 
@@ -79,6 +103,7 @@ class KafkaTransport:
         self._consumer: Any = None
         #: The consumers of partitions added while probing (``add_receiver``).
         self._grown: list[KafkaReceiver] = []
+        self.receive_errors = ReceiveErrors(self.topic, self._clients["consumer"]["group.id"])
 
     def discover(self) -> Layout:
         """The probe topic's partitions, leaders and the cluster's brokers."""
@@ -119,7 +144,7 @@ class KafkaTransport:
         # The producer refreshes a topic's metadata only every few minutes on its own: without
         # this request it refuses the new partitions (_UNKNOWN_PARTITION) for that long.
         self._producer.list_topics(self.topic, timeout=5)
-        receiver = KafkaReceiver(self._reader(partitions))
+        receiver = KafkaReceiver(self._reader(partitions), self.receive_errors)
         self._grown.append(receiver)
         return receiver
 
@@ -160,7 +185,7 @@ class KafkaTransport:
 
     def receive(self, timeout_s: float) -> Iterable[bytes | None] | None:
         """What arrived on the first consumer (see :func:`arrivals`)."""
-        return arrivals(self._consumer, timeout_s)
+        return arrivals(self._consumer, timeout_s, self.receive_errors)
 
     def close_receiver(self) -> None:
         """Close the consumers."""
@@ -213,9 +238,11 @@ def log_ends(
     return ends
 
 
-def arrivals(consumer: Any, timeout_s: float) -> Iterable[bytes | None] | None:
+def arrivals(
+    consumer: Any, timeout_s: float, on_error: Callable[[Any], None] | None = None
+) -> Iterable[bytes | None] | None:
     """What arrived: ``poll`` returns on the first message, ``consume(timeout=0)`` then drains
-    what is already fetched.
+    what is already fetched. The consumer's errors go to ``on_error``.
 
     (``consume()`` with a timeout would hold arrivals until it expires, adding up to that
     timeout to every measured latency.)
@@ -224,18 +251,22 @@ def arrivals(consumer: Any, timeout_s: float) -> Iterable[bytes | None] | None:
     if first is None:
         return None
     msgs = [first, *consumer.consume(num_messages=1000, timeout=0)]
+    if on_error is not None:
+        for m in msgs:
+            if m.error():
+                on_error(m.error())
     return (m.value() for m in msgs if not m.error())
 
 
 class KafkaReceiver:
     """One consumer of probe partitions, polled by a receive thread of its own."""
 
-    def __init__(self, consumer: Any) -> None:
-        self._consumer = consumer
+    def __init__(self, consumer: Any, on_error: Callable[[Any], None] | None = None) -> None:
+        self._consumer, self._on_error = consumer, on_error
 
     def receive(self, timeout_s: float) -> Iterable[bytes | None] | None:
         """What arrived (see :func:`arrivals`)."""
-        return arrivals(self._consumer, timeout_s)
+        return arrivals(self._consumer, timeout_s, self._on_error)
 
     def close(self) -> None:
         """Close the consumer."""

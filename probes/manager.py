@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol, runtime_checkable
 
+from kafkautil.acls import CLUSTER_NAME, lacks
 from kafkautil.admin import Survey, refusal
 from probes.config import MAX_TOTAL_RATE
 from probes.planner import (
@@ -67,18 +68,44 @@ class Growable(Protocol):
         ...
 
 
+#: The right each admin call needs (kafkautil.acls): operation and resource; the name is the
+#: topic's, or the cluster's.
+RIGHTS = {
+    "create_topic": ("CREATE", "TOPIC"),
+    "create_partitions": ("ALTER", "TOPIC"),
+    "elect_leaders": ("ALTER", "CLUSTER"),
+}
+
+
 class AdminErrors:
     """Refused admin calls by ``(op, error)``: counted, logged, never fatal."""
 
     def __init__(self) -> None:
         self.counts: dict[tuple[str, str], int] = {}
 
-    def refused(self, op: str, topic: str, exc: BaseException) -> str:
-        """Count one refusal; its error name."""
+    def count(self, op: str, topic: str, exc: BaseException) -> str:
+        """Count one refusal; its error name, with the missing right when it is an
+        authorization failure (``kafkautil.acls.lacks``). The caller says it."""
         error = refusal(exc)
         self.counts[(op, error)] = self.counts.get((op, error), 0) + 1
-        log.warning("%s %s refused: %s (the probe goes on)", op, topic, exc)
-        return error
+        operation, resource = RIGHTS.get(op, ("", ""))
+        return lacks(error, operation, resource, CLUSTER_NAME if resource == "CLUSTER" else topic)
+
+    def refused(self, op: str, topic: str, exc: BaseException, consequence: str = "") -> str:
+        """:meth:`count`, and log it (a warning the first time per ``(op, error)``, then at
+        DEBUG: the count and the alert tell the rest): the probe goes on."""
+        first = (op, refusal(exc)) not in self.counts
+        why = self.count(op, topic, exc)
+        shown = why if why != refusal(exc) else str(exc)
+        log.log(
+            logging.WARNING if first else logging.DEBUG,
+            "%s %s refused: %s (the probe goes on%s)",
+            op,
+            topic,
+            shown,
+            consequence,
+        )
+        return why
 
 
 def ensure_topic(
@@ -91,8 +118,9 @@ def ensure_topic(
     """Create ``topic`` if the cluster has none (brokers × ``per_broker`` partitions) and wait,
     bounded, until each partition has a leader.
 
-    None when the topic exists afterwards, else why not (the refusal's error name, counted, or
-    ``no answer``): the caller decides what a missing topic means.
+    None when the topic exists afterwards, else why not (the refusal's error name and the
+    missing right, counted, or ``no answer``): the caller decides what a missing topic means,
+    and says it.
     """
     found = admin.survey(topic)
     if found is None:
@@ -104,7 +132,7 @@ def ensure_topic(
     try:
         admin.create_topic(topic, partitions, rf).result()
     except Exception as exc:
-        return errors.refused("create_topic", topic, exc)
+        return errors.count("create_topic", topic, exc)
     log.info("created %s: %d partitions, replication factor %d", topic, partitions, rf)
     deadline = time.monotonic() + CREATED_WAIT_S
     while time.monotonic() < deadline:
@@ -144,6 +172,8 @@ class TopicManager:
         self.failures = 0
         self._next_s = 0.0
         self._capped = False
+        #: Brokers the partitions being added would have the probe probe.
+        self._unled: list[int] = []
 
     def tick(self, now_s: float) -> None:
         """Probe the partitions the leader refresh found, settle the call in flight, then survey
@@ -196,6 +226,7 @@ class TopicManager:
                 self._capped = True
             return
         log.info("adding %d partition(s) to %s, placed %s", len(add), self.topic, add)
+        self._unled = sorted(r[0] for r in add)
         self._call(
             "create_partitions",
             now_s,
@@ -224,7 +255,8 @@ class TopicManager:
         self._next_s = now_s  # survey at once: the new partitions are to be probed
 
     def _refused(self, op: str, exc: BaseException, now_s: float) -> None:
-        self.errors.refused(op, self.topic, exc)
+        unprobed = f"; brokers {self._unled} stay unprobed" if self._unled else ""
+        self.errors.refused(op, self.topic, exc, unprobed)
         self.failures += 1
         self._next_s = now_s + self.backoff_s()
 

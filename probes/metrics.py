@@ -96,6 +96,16 @@ class ProbeCollector(Collector):
         for (op, error), n in sorted(s["admin_errors"].items()):
             admin.add_metric([s["cluster"], op, error], n)
         yield admin
+        receive = CounterMetricFamily(
+            "nines_probe_receive_errors",
+            "Authorization failures reading probe messages back (the probe goes on; what is not "
+            "read back is counted lost).",
+            labels=["cluster", "topic", "error"],
+        )
+        for error, n in sorted(s.get("receive_errors", {}).items()):
+            receive.add_metric([s["cluster"], s["topic"], error], n)
+        if receive.samples:  # a family without samples is absent to every query anyway
+            yield receive
 
 
 class TopicCollector(Collector):

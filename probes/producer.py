@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable
 
 from core.echo import Echo
+from kafkautil.acls import lacks
 from probes.clock import ProbeClock
 from probes.payload import encode
 from probes.schedule import Schedule
@@ -119,7 +120,9 @@ class ProbeProducer:
         error = refusal_name(exc)
         if error not in self._refusals_seen:
             self._refusals_seen.add(error)
-            log.warning("partition %d: the client refused a send: %s", partition, exc)
+            why = lacks(error, "WRITE", "TOPIC", self.tracker.topic)
+            shown = exc if why == error else why
+            log.warning("partition %d: the client refused a send: %s", partition, shown)
         with self.lock:
             self.tracker.sent(partition, seq, intended, self.clock.now_us(), leader)
             echo = self.tracker.send_failed(partition, seq, error)

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from core.echo import Echo, Hiccup, encode_record
 from core.echo_v2 import MAX_BATCH_ECHOES, encode_batch
+from kafkautil.acls import lacks
 from probes.config import ProbeConfig
 
 log = logging.getLogger("nines.probe")
@@ -72,12 +73,25 @@ class EchoPublisher:
             )
         except BufferError:
             self._dropped("echo buffer full")
+        except Exception as exc:  # refused at once (e.g. not authorised): a drop, never a crash
+            self._dropped(self._why(exc))
 
     def _done(self, err: Any, _msg: Any) -> None:
         if err is None:
             self.published += 1
         else:
-            self._dropped(err.str())
+            self._dropped(self._why(err))
+
+    def _why(self, err: Any) -> str:
+        """A failed delivery's or a refused produce's reason (``err``: a KafkaError, or the
+        exception carrying one), naming the missing right when it is an authorization one."""
+        error = err.args[0] if isinstance(err, Exception) and err.args else err
+        name = getattr(error, "name", None)
+        text = error.str() if hasattr(error, "str") else str(err)
+        if not callable(name):
+            return text
+        why = lacks(name(), "WRITE", "TOPIC", self.topic)
+        return text if why == name() else why
 
     def _dropped(self, why: str, n: int = 1) -> None:
         self.dropped += n
@@ -222,6 +236,10 @@ class BatchingEchoPublisher(EchoPublisher):
                 self._in_sink -= n
                 self._dropped("echo buffer full", n)
                 continue
+            except Exception as exc:  # refused at once (e.g. not authorised): a drop
+                self._in_sink -= n
+                self._dropped(self._why(exc), n)
+                continue
             self._messages_in_sink += 1
 
     def _batch_done(self, n: int, err: Any, _msg: Any) -> None:
@@ -235,7 +253,7 @@ class BatchingEchoPublisher(EchoPublisher):
         if err is None:
             self.published += n
         else:
-            self._dropped(err.str(), n)
+            self._dropped(self._why(err), n)
 
     def send(self) -> None:
         """Hand the batch so far to the sink now."""

@@ -8,9 +8,10 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from core.settings import add_flags, flag_values
+from kafkautil.acls import STREAM_GROUP_PREFIX
 from streaming.config import StreamConfig
 
 #: The ``stream:`` section's model: StreamConfig, or one composing it with the exporter's.
@@ -65,6 +66,8 @@ def add_parser(
 
 #: Seconds the pre-flight check waits for the cluster's metadata (as the probe does).
 PREFLIGHT_TIMEOUT_S = 5.0
+#: The pre-flight consumer's group (looked up, never joined).
+PREFLIGHT_GROUP = f"{STREAM_GROUP_PREFIX}preflight"
 #: Seconds the pre-flight check waits for a ``spark://`` master to accept a connection (Spark
 #: itself retried for 69 s, then printed 207 lines).
 MASTER_CONNECT_TIMEOUT_S = 3.0
@@ -136,7 +139,7 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
         consumer = Consumer(
             {
                 "bootstrap.servers": config.bootstrap,
-                "group.id": "nines-stream-preflight",
+                "group.id": PREFLIGHT_GROUP,
                 "enable.auto.commit": False,
                 **resolve_secrets(config.kafka),
                 **auth_settings(config.auth),
@@ -155,9 +158,39 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
             hint="create it (or run nines probe --manage-topic)",
             timeout_s=timeout_s,
             failures=failures,
+            by_name="READ",
         )
+        check_group(consumer, config, timeout_s)
     finally:
         consumer.close()
+
+
+def check_group(consumer: Any, config: StreamConfig, timeout_s: float) -> None:
+    """ConfigError when the job's principal may not Describe its consumer groups.
+
+    The job's consumers assign partitions and never commit, but librdkafka looks their group
+    up (FindCoordinator), once a second for as long as the broker refuses: the read tasks
+    would fail on it. OffsetFetch of the pre-flight's group needs the coordinator: it answers
+    at once when the right is there, else times out while the refusal waits in the consumer's
+    queue.
+    """
+    from confluent_kafka import KafkaException, TopicPartition
+
+    from core.config import ConfigError
+    from kafkautil.acls import lacks
+
+    try:
+        consumer.committed([TopicPartition(config.echo_topic, 0)], timeout=timeout_s)
+        return
+    except KafkaException:
+        pass
+    while (event := consumer.poll(0)) is not None:  # anything else is for the job to meet
+        error = event.error()
+        if error is not None and error.name() == "GROUP_AUTHORIZATION_FAILED":
+            why = lacks(error.name(), "DESCRIBE", "GROUP", PREFLIGHT_GROUP)
+            raise ConfigError(
+                f"kafka: {why} (grant it on the groups prefixed {STREAM_GROUP_PREFIX!r})"
+            )
 
 
 def stream_config(

@@ -14,6 +14,7 @@ from typing import Any
 
 from core.kafka_conf import KafkaAuth
 from kafkautil import EARLIEST, LATEST, list_offsets
+from kafkautil.acls import STREAM_GROUP_PREFIX
 from runtime.config_io import resolve_secrets
 from streaming.gaps import Gap, KafkaRange, RangeBook
 
@@ -45,7 +46,7 @@ def open_consumer(bootstrap: str, kafka: dict[str, Any], auth: KafkaAuth | None 
     return Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": f"nines-stream-{os.getpid()}",
+            "group.id": f"{STREAM_GROUP_PREFIX}{os.getpid()}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "fetch.wait.max.ms": 50,

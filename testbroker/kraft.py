@@ -81,6 +81,11 @@ def warm_verdict(elapsed_s: float, p99_s: float, before_s: float) -> str | None:
 STOP_TIMEOUT_S = 60.0
 SCRAM_USER = "nines"
 SCRAM_MECHANISM = "SCRAM-SHA-512"
+#: KRaft's ACL authorizer (``authorizer=True``), and its one super user: the principal of the
+#: PLAINTEXT and controller listeners, which only the brokers and the test harness use. Clients
+#: under test come in on the SASL_SSL listener as SCRAM users of their own, with ACLs only.
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+SUPER_USER = "User:ANONYMOUS"
 
 T = TypeVar("T")
 
@@ -258,6 +263,11 @@ rootLogger.appenderRef.file.ref = file
 logger.state.name = state.change.logger
 logger.state.level = WARN
 """
+#: With the authorizer: its denials (INFO) in the broker's log, where a test reads them.
+LOG4J2_AUTHORIZER = """\
+logger.authorizer.name = kafka.authorizer.logger
+logger.authorizer.level = INFO
+"""
 
 
 @dataclass
@@ -281,6 +291,7 @@ class KafkaNode:
         voter: bool,
         sasl: Sasl | None,
         oauth: tuple[OAuthListener, OAuthTls] | None = None,
+        authorizer: bool = False,
     ) -> None:
         self.node_id = node_id
         self.home = home
@@ -288,6 +299,7 @@ class KafkaNode:
         self.voter = voter
         self.sasl = sasl
         self.oauth = oauth
+        self.authorizer = authorizer
         self.log_path = home / "broker.log"
         self.proc: subprocess.Popen[bytes] | None = None
         #: Not running on purpose (not started yet, or ``ctl down``): its absence is no failure.
@@ -369,6 +381,12 @@ class KafkaNode:
                 f"listener.name.{name}.ssl.keystore.location": str(tls.keystore),
                 **listener.settings,
             }
+        if self.authorizer:
+            props |= {
+                "authorizer.class.name": AUTHORIZER,
+                "super.users": SUPER_USER,
+                "allow.everyone.if.no.acl.found": "false",
+            }
         props |= {
             "listeners": ",".join(listeners),
             "advertised.listeners": ",".join(advertised),
@@ -382,7 +400,10 @@ class KafkaNode:
         props = self.properties(voters, replication)
         path = self.home / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        (self.home / "log4j2.properties").write_text(LOG4J2.format(log=self.log_path))
+        log4j = LOG4J2.format(log=self.log_path)
+        if self.authorizer:
+            log4j += LOG4J2_AUTHORIZER
+        (self.home / "log4j2.properties").write_text(log4j)
         return path
 
     def _jvm(self, classpath: str, main: str, *args: str, heap: str = HEAP) -> list[str]:
@@ -472,7 +493,10 @@ class KraftCluster:
         sasl: bool = False,
         port: int | None = None,
         oauth: OAuthListener | None = None,
+        authorizer: bool = False,
     ) -> None:
+        if authorizer and not sasl:
+            raise ValueError("the authorizer needs the SASL_SSL listener (sasl=True)")
         self.classpath = classpath
         self.home = home
         self.cluster_id = cluster_id()
@@ -487,12 +511,19 @@ class KraftCluster:
             ports = Ports(plain, free_port(), free_port() if sasl else None)
             ports.oauth = free_port() if oauth else None
             self.nodes[node_id] = KafkaNode(
-                node_id, home / f"broker-{node_id}", ports, node_id <= voters, self.sasl, self.oauth
+                node_id,
+                home / f"broker-{node_id}",
+                ports,
+                node_id <= voters,
+                self.sasl,
+                self.oauth,
+                authorizer=authorizer,
             )
         self.voters = ",".join(
             f"{n.node_id}@{LOOPBACK}:{n.ports.controller}" for n in self.nodes.values() if n.voter
         )
         self.replication = min(brokers, 3)
+        self.authorizer = authorizer
 
     @property
     def bootstrap(self) -> str:
@@ -686,7 +717,13 @@ class KraftCluster:
         ports = Ports(free_port(), free_port(), free_port() if self.sasl else None)
         ports.oauth = free_port() if self.oauth else None
         node = KafkaNode(
-            node_id, self.home / f"broker-{node_id}", ports, False, self.sasl, self.oauth
+            node_id,
+            self.home / f"broker-{node_id}",
+            ports,
+            False,
+            self.sasl,
+            self.oauth,
+            authorizer=self.authorizer,
         )
         node.configure(self.voters, self.replication)
         node.format(self.classpath, self.cluster_id, None)

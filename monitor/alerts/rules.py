@@ -452,6 +452,26 @@ def _pipeline_alerts(sla: SlaConfig) -> list[dict[str, Any]]:
             "failed to be produced ({{ $labels.error }}): they were never measured.",
         ),
         rule(
+            "NinesProbeReceiveErrors",
+            "sum by (cluster, topic, error) "
+            f"(increase(nines_probe_receive_errors_total[{PIPELINE_RANGE}])) > 0",
+            "ticket",
+            "the probe may not read its messages back",
+            "{{ $value | humanize }} reads of {{ $labels.cluster }}/{{ $labels.topic }} were "
+            "refused ({{ $labels.error }}): the probe's principal lacks a right it needs "
+            "(docs/deploy.md, Least privilege); its messages are counted lost.",
+        ),
+        rule(
+            "NinesProbeAdminErrors",
+            "sum by (cluster, op, error) "
+            f"(increase(nines_probe_admin_errors_total[{PIPELINE_RANGE}])) > 0",
+            "ticket",
+            "the cluster refused the probe's topic management",
+            "{{ $value | humanize }} {{ $labels.op }} calls on {{ $labels.cluster }} were refused "
+            "({{ $labels.error }}): a broker that joined stays unprobed until the probe's "
+            "principal has the right (docs/deploy.md, Least privilege) or a partition is added.",
+        ),
+        rule(
             "NinesProbeArrivalsDropped",
             "sum by (job, instance) "
             f"(increase(nines_probe_arrivals_dropped_total[{PIPELINE_RANGE}])) > 0",

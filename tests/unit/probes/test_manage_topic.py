@@ -235,7 +235,9 @@ def test_ensure_topic_creates_a_missing_topic_or_says_why_not() -> None:
     errors = AdminErrors()
     refused = FakeAdmin(Survey(T, frozenset({1}), {}, {}))
     refused.answers = [done(DENIED)]
-    assert ensure_topic(refused, T, 1, 1, errors) == "TOPIC_AUTHORIZATION_FAILED"
+    assert ensure_topic(refused, T, 1, 1, errors) == (
+        f"TOPIC_AUTHORIZATION_FAILED: the principal lacks CREATE on topic {T!r}"
+    )
     assert errors.counts == {("create_topic", "TOPIC_AUTHORIZATION_FAILED"): 1}
     assert ensure_topic(FakeAdmin(None), T, 1, 1, errors) == "no answer"
 
@@ -346,7 +348,8 @@ def test_refused_probe_topic_creation_exits_with_one_line() -> None:
     agent = ProbeAgent(config, transport=Growing(admin), echo_sink=Sink(), admin=(admin, admin))
     with pytest.raises(
         ConfigError,
-        match=r"^topic: 'nines.probe' is missing on k:9092: TOPIC_AUTHORIZATION_FAILED$",
+        match=r"^topic: 'nines.probe' is missing on k:9092: TOPIC_AUTHORIZATION_FAILED: the "
+        r"principal lacks CREATE on topic 'nines.probe'$",
     ):
         agent.start()
 
