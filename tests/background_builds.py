@@ -42,6 +42,8 @@ def needs(item: pytest.Item) -> GoTools | None:
     callspec = getattr(item, "callspec", None)
     if callspec is not None and callspec.params.get("prometheus_release") == PROMETHEUS3_PARAM:
         return PROMETHEUS3
+    if "every_prometheus" in getattr(item, "fixturenames", ()):
+        return PROMETHEUS3
     return None
 
 

@@ -27,7 +27,7 @@ from kafka_cluster import (
     unique_topic,
     wait_for,
 )
-from prometheus_releases import prometheus_release
+from prometheus_releases import every_prometheus, prometheus_release
 from real_components import pytest_runtest_makereport, require
 
 from testbroker import EmbeddedBroker
@@ -37,6 +37,7 @@ from testbroker.tansu import TansuError, find_binary
 #: The CI hook (a skip fails under CI=true) is registered by being a name of this conftest.
 __all__ = [
     "consumer",
+    "every_prometheus",
     "producer",
     "prometheus_release",
     "pytest_runtest_makereport",

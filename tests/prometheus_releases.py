@@ -59,4 +59,11 @@ def prometheus_release(request: pytest.FixtureRequest) -> PrometheusRelease:
     return prometheus3() if request.param == PROMETHEUS3_PARAM else debian()
 
 
-__all__ = ["PrometheusRelease", "major_of", "prometheus_release"]
+@pytest.fixture
+def every_prometheus() -> list[PrometheusRelease]:
+    """Both releases at once, for a test that runs one pipeline under both side by side (it
+    runs last, after the 3.x build)."""
+    return [debian(), prometheus3()]
+
+
+__all__ = ["PrometheusRelease", "every_prometheus", "major_of", "prometheus_release"]

@@ -2,7 +2,9 @@
 
 The CTRL+Z test as an on-call engineer lives it: SIGSTOP the broker long enough to break the
 tail SLA, and the page must reach the webhook, then resolve after recovery; nothing pages before
-the stall. Afterwards every Grafana panel's PromQL must return data from this Prometheus.
+the stall. Afterwards every Grafana panel's PromQL must return data from this Prometheus. Two
+Prometheus scrape the one pipeline side by side: Debian's 2.42 and 3.x (each release's own
+rules evaluation, paging and PromQL; one run of the pipeline instead of two).
 """
 
 from __future__ import annotations
@@ -89,9 +91,9 @@ def archived_e2e_max_s(archive: Path) -> float:
 
 
 def test_ctrl_z_pages_and_resolves(
-    tmp_path: Path, webhook: Webhook, prometheus_release: PrometheusRelease
+    tmp_path: Path, webhook: Webhook, every_prometheus: list[PrometheusRelease]
 ) -> None:
-    require_prometheus()  # its Alertmanager (Debian's 0.25, API v2: what 3.x speaks)
+    require_prometheus()  # and its Alertmanager
     sla = tmp_path / "sla.yaml"
     sla.write_text(yaml.safe_dump(SLA))
     rules = tmp_path / "rules.yaml"
@@ -147,67 +149,88 @@ def test_ctrl_z_pages_and_resolves(
             ),
             tmp_path / "stream.log",
         )
-        am = Alertmanager(tmp_path, webhook.url)
-        prom = Prometheus(
-            tmp_path,
-            {"nines-stream": f"127.0.0.1:{stream_port}", "nines-probe": f"127.0.0.1:{probe_port}"},
-            [rules],
-            am.address,
-            binary=prometheus_release.server,
-        )
-        try:
-            # Healthy first: closed 10 s windows with samples reach Prometheus, and nothing pages.
-            wait_until(
-                lambda: prom.query('nines_latency_window_samples{window="10s",kind="e2e"} > 0'),
-                240,
-                2,
-                "the first closed 10s window in Prometheus",
-            )
-            time.sleep(12)
-            assert not webhook.alerts(), f"paged before the stall: {webhook.alerts()}"
-            healthy_max = max(
-                float(r["value"][1])
-                for r in prom.query(
-                    'nines_latency_max_seconds{window="10s",kind="e2e",partition="all"}'
+        # Debian's Prometheus 2.42 and the built 3.x side by side on the one pipeline, each with
+        # its own Alertmanager (Debian's 0.25: API v2, which 3.x speaks) and webhook
+        hooks = [webhook, *(Webhook() for _ in every_prometheus[1:])]
+        ams, proms = [], []
+        for release, hook in zip(every_prometheus, hooks, strict=True):
+            home = tmp_path / f"prometheus{release.major}"
+            home.mkdir()
+            ams.append(Alertmanager(home, hook.url))
+            proms.append(
+                Prometheus(
+                    home,
+                    {
+                        "nines-stream": f"127.0.0.1:{stream_port}",
+                        "nines-probe": f"127.0.0.1:{probe_port}",
+                    },
+                    [rules],
+                    ams[-1].address,
+                    binary=release.server,
                 )
             )
+        pairs = list(zip(proms, hooks, strict=True))
+        try:
+            # Healthy first: closed 10 s windows with samples reach Prometheus, and nothing pages.
+            for prom, _ in pairs:
+                wait_until(
+                    lambda p=prom: p.query(
+                        'nines_latency_window_samples{window="10s",kind="e2e"} > 0'
+                    ),
+                    240,
+                    2,
+                    f"the first closed 10s window in Prometheus {prom.major}",
+                )
+            time.sleep(12)
+            healthy_max = 0.0
+            for prom, hook in pairs:
+                assert not hook.alerts(), f"{prom.major}: paged before the stall: {hook.alerts()}"
+                healthy_max = max(
+                    healthy_max,
+                    *(
+                        float(r["value"][1])
+                        for r in prom.query(
+                            'nines_latency_max_seconds{window="10s",kind="e2e",partition="all"}'
+                        )
+                    ),
+                )
             assert healthy_max < 1.0
 
             broker.pause()
             time.sleep(STALL_S)
             broker.resume()
 
-            firing = wait_until(
-                lambda: [
-                    a
-                    for a in webhook.alerts("firing")
-                    if a["labels"]["alertname"] in LATENCY_ALERTS
-                ],
-                120,
-                1,
-                "a latency page at the webhook",
-            )
-            assert {a["labels"]["alertname"] for a in firing} >= {"NinesLatencyMaxHigh"}
-            stall_max = max(
-                float(r["value"][1])
-                for r in prom.query(
-                    'max_over_time(nines_latency_max_seconds{window="10s",kind="e2e"}[2m])'
+            for prom, hook in pairs:
+                firing = wait_until(
+                    lambda h=hook: [
+                        a for a in h.alerts("firing") if a["labels"]["alertname"] in LATENCY_ALERTS
+                    ],
+                    120,
+                    1,
+                    f"a latency page at Prometheus {prom.major}'s webhook",
                 )
-            )
-            assert stall_max > max(healthy_max, 1.0), stall_max
-            # Open loop: the message intended at the start of the stall waited the whole stall,
-            # and Prometheus sees it on the held peak even when the stall's window and the next
-            # closed between two scrapes (the latest window's gauge then shows only the later).
-            held = wait_until(
-                lambda: prom.query(
-                    "max_over_time(nines_latency_peak_seconds"
-                    f'{{window="10s",kind="e2e",partition="all"}}[3m]) >= {STALL_S * 0.8:g}'
-                ),
-                60,
-                1,
-                f"the {STALL_S:g} s stall's max on the held peak in Prometheus",
-            )
-            assert float(held[0]["value"][1]) < STALL_S + 5, held
+                assert {a["labels"]["alertname"] for a in firing} >= {"NinesLatencyMaxHigh"}
+                stall_max = max(
+                    float(r["value"][1])
+                    for r in prom.query(
+                        'max_over_time(nines_latency_max_seconds{window="10s",kind="e2e"}[2m])'
+                    )
+                )
+                assert stall_max > max(healthy_max, 1.0), (prom.major, stall_max)
+                # Open loop: the message intended at the start of the stall waited the whole
+                # stall, and Prometheus sees it on the held peak even when the stall's window
+                # and the next closed between two scrapes (the latest window's gauge then shows
+                # only the later).
+                held = wait_until(
+                    lambda p=prom: p.query(
+                        "max_over_time(nines_latency_peak_seconds"
+                        f'{{window="10s",kind="e2e",partition="all"}}[3m]) >= {STALL_S * 0.8:g}'
+                    ),
+                    60,
+                    1,
+                    f"the {STALL_S:g} s stall's max on the held peak in Prometheus {prom.major}",
+                )
+                assert float(held[0]["value"][1]) < STALL_S + 5, (prom.major, held)
             # and the archive, which keeps every closed window, holds it too
             wait_until(
                 lambda: archived_e2e_max_s(tmp_path / "archive") >= STALL_S * 0.8,
@@ -216,23 +239,27 @@ def test_ctrl_z_pages_and_resolves(
                 f"an archived 10s window holding the {STALL_S:g} s stall",
             )
 
-            wait_until(
-                lambda: (
-                    {a["labels"]["alertname"] for a in webhook.alerts("resolved")}
-                    >= {"NinesLatencyMaxHigh"}
-                ),
-                120,
-                1,
-                "the page to resolve after recovery",
-            )
-            check_dashboard_queries(prom)
-            check_probe_bottleneck(prom)
-            # Prometheus scrapes far more often than the hold: the exporter counts no gap
-            gaps = prom.query("nines_scrape_gaps_total")
-            assert gaps and float(gaps[0]["value"][1]) == 0, gaps
+            for prom, hook in pairs:
+                wait_until(
+                    lambda h=hook: (
+                        {a["labels"]["alertname"] for a in h.alerts("resolved")}
+                        >= {"NinesLatencyMaxHigh"}
+                    ),
+                    120,
+                    1,
+                    f"the page to resolve after recovery (Prometheus {prom.major})",
+                )
+                check_dashboard_queries(prom)
+                check_probe_bottleneck(prom)
+                # Prometheus scrapes far more often than the hold: the exporter counts no gap
+                gaps = prom.query("nines_scrape_gaps_total")
+                assert gaps and float(gaps[0]["value"][1]) == 0, (prom.major, gaps)
+            assert sorted(p.major for p in proms) == [2, 3]
         finally:
-            for proc in (prom, am, stream, probe):
+            for proc in (*proms, *ams, stream, probe):
                 proc.close()
+            for hook in hooks[1:]:
+                hook.close()
 
 
 def check_probe_bottleneck(prom: Prometheus) -> None:
