@@ -65,12 +65,48 @@ def open_consumer(bootstrap: str, kafka: dict[str, Any]) -> Any:
     )
 
 
+#: Errors of a topic deleted (or not yet created again), or of a partition without a leader for
+#: now: the planner keeps its offsets and asks again at the next trigger.
+TOPIC_UNAVAILABLE = (
+    "UNKNOWN_TOPIC_OR_PART",
+    "UNKNOWN_TOPIC_ID",
+    "LEADER_NOT_AVAILABLE",
+    "NOT_LEADER_FOR_PARTITION",
+    "_UNKNOWN_TOPIC",
+    "_UNKNOWN_PARTITION",
+)
+#: librdkafka's all-zero topic id: a broker that keeps none.
+_NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def open_admin(bootstrap: str, kafka: dict[str, Any]) -> Any:
+    """An AdminClient beside the echo consumer: only it can ask a topic's id (DescribeTopics).
+
+    ``kafka`` is the consumer's pass-through; its consumer-only keys would each log a
+    configuration warning from this client, so it logs errors only.
+    """
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap, **resolve_secrets(kafka), "log_level": 3})
+
+
+def topic_id(admin: Any, topic: str) -> str | None:
+    """The topic's id (base64, as Kafka prints it), None when the broker keeps none; raises
+    ``KafkaException`` when it does not answer, or refuses (``_UNSUPPORTED_FEATURE``: never)."""
+    from confluent_kafka import TopicCollection
+
+    futures = admin.describe_topics(TopicCollection([topic]), request_timeout=WATERMARK_TIMEOUT_S)
+    found = str(futures[topic].result(timeout=WATERMARK_TIMEOUT_S).topic_id)
+    return None if found in ("", "None", _NO_TOPIC_ID) else found
+
+
 def watermarks(c: Any, topic: str) -> dict[str, tuple[int, int]]:
     """ListOffsets' (low, high) watermarks of every partition of ``topic``, keyed as Spark's
     offsets are (the partition number as a string). Asked with ``offsets_for_times``, whose
     timeout holds through a leader change (kafkautil.offsets)."""
     md = c.list_topics(topic, timeout=WATERMARK_TIMEOUT_S)
-    parts = sorted(md.topics[topic].partitions)
+    found = md.topics.get(topic)
+    parts = sorted(found.partitions) if found is not None and found.error is None else []
     low = list_offsets(c, topic, parts, WATERMARK_TIMEOUT_S, at=EARLIEST)
     high = list_offsets(c, topic, parts, WATERMARK_TIMEOUT_S, at=LATEST)
     return {str(p): (low[p], high[p]) for p in parts}
