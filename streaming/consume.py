@@ -153,12 +153,14 @@ def log_ends(c: Any, topic: str, marks: dict[str, tuple[int, int]]) -> dict[str,
     return ends
 
 
-def low_watermark(c: Any, topic: str, partition: int) -> int | None:
-    """The partition's first offset still retained (None while the broker does not answer)."""
+def retained(c: Any, topic: str, partition: int) -> tuple[int, int] | None:
+    """The partition's first retained offset and its log end (None while the broker does not
+    answer, or the topic is gone)."""
     from confluent_kafka import KafkaException
 
     try:
-        return list_offsets(c, topic, [partition], 5.0, at=EARLIEST)[partition]
+        low = list_offsets(c, topic, [partition], 5.0, at=EARLIEST)[partition]
+        return low, list_offsets(c, topic, [partition], 5.0, at=LATEST)[partition]
     except KafkaException:
         return None
 
@@ -244,11 +246,16 @@ def consume_ranges(
         if now - idle_since < IDLE_RECHECK_S:
             continue
         # Nothing arrives: either retention overtook us (count it, go on from the new low
-        # watermark) or the broker is slow or down (wait; the records still exist).
+        # watermark), or the log now ends at or below us (the topic was deleted and recreated, or
+        # truncated: the records wanted are gone; count them, and the planner reads the new
+        # log, streaming.resets), or the broker is slow or down (wait; the records still exist).
         moved = False
         for p in sorted(book.open):
-            low = low_watermark(c, topic, p)
-            gap = book.skip_to(p, low) if low is not None else None
+            marks = retained(c, topic, p)
+            if marks is None:
+                continue
+            low, high = marks
+            gap = book.skip_to(p, book.end[p] if high <= book.offset[p] else low)
             if gap is not None:
                 yield gap
                 moved = True

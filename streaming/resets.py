@@ -85,7 +85,7 @@ class ResetPlan:
             )
             then = "reading each again from offset 0"
         return (
-            f"echo topic {topic!r}: offsets went back, log end below the offset read in partition "
+            f"echo topic {topic!r}: offsets went back (offset read -> log end now) in partition "
             f"{shown}: {cause}; {then}; counted in nines_offsets_reset_total"
         )
 

@@ -88,9 +88,30 @@ def test_the_reader_finds_a_recreated_topic_by_its_id_and_reads_it_from_0(
         r.stop()
 
 
+def test_a_read_whose_records_were_deleted_under_it_counts_them_and_ends(
+    kafka_broker: EmbeddedBroker,
+) -> None:
+    """A batch planned on the old log, read after the recreate: the new log ends below the
+    records wanted, so they are counted as vanished (data_loss) instead of waited for until the
+    stall timeout fails the batch, and every replay of it."""
+    topic = unique_topic(kafka_broker, 1)
+    p = producer(kafka_broker.bootstrap)
+    for i in range(5):
+        p.produce(topic, echo(i, T0 + i), partition=0)
+    p.flush()
+    r = reader(kafka_broker.bootstrap, topic, stall_timeout_s=60)
+    try:
+        (part,) = r.partitions({"0": 0}, {"0": 5})
+        recreate(kafka_broker, topic, 1)
+        rows = read_all(r, part).to_pylist()
+        assert [(x["rtype"], x["partition"], x["n"]) for x in rows] == [("data_loss", 0, 5)]
+    finally:
+        r.stop()
+
+
 def offsets_read(ckpt: Path) -> dict[str, int]:
-    """The partitions' end offsets of the last batch Spark logged (empty before one)."""
-    ids = sorted(int(f.name) for f in (ckpt / "offsets").glob("*") if f.name.isdigit())
+    """The partitions' end offsets of the last batch Spark committed (empty before one)."""
+    ids = sorted(int(f.name) for f in (ckpt / "commits").glob("*") if f.name.isdigit())
     if not ids:
         return {}
     lines = (ckpt / "offsets" / str(ids[-1])).read_text().splitlines()
@@ -132,7 +153,8 @@ def test_nines_stream_says_counts_and_reads_a_recreated_echo_topic_exactly_once(
         send(kafka_broker.bootstrap, topic, range(600, 900), t0, expected)
         push(kafka_broker.bootstrap, topic, t0 + 600_000_000)  # closes every window
         windows = set(expected)
-        wait_until(lambda: windows <= {w.window_start_us for w in archived(tmp_path)}, proc, log, 180)
+        closed = lambda: windows <= {w.window_start_us for w in archived(tmp_path)}  # noqa: E731
+        wait_until(closed, proc, log, 180)
         wait_until(lambda: "nines_offsets_reset_total{" in scrape(log), proc, log, 30)
         metrics = scrape(log)
         os.killpg(proc.pid, signal.SIGTERM)
@@ -158,7 +180,7 @@ def test_nines_stream_says_counts_and_reads_a_recreated_echo_topic_exactly_once(
     for w in got:
         totals[w.window_start_us] += w.hist.total
     assert totals == expected
-    assert f'nines_late_echoes_total{{cluster="c",partition="0",topic="t"}}' not in metrics
+    assert 'nines_late_echoes_total{cluster="c",partition="0",topic="t"}' not in metrics
     print(f"recreate under a running stream: {took:.1f} s")
 
 
