@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,14 +153,12 @@ def log_ends(c: Any, topic: str, marks: dict[str, tuple[int, int]]) -> dict[str,
     return ends
 
 
-def retained(c: Any, topic: str, partition: int) -> tuple[int, int] | None:
-    """The partition's first retained offset and its log end (None while the broker does not
-    answer, or the topic is gone)."""
+def low_watermark(c: Any, topic: str, partition: int) -> int | None:
+    """The partition's first offset still retained (None while the broker does not answer)."""
     from confluent_kafka import KafkaException
 
     try:
-        low = list_offsets(c, topic, [partition], 5.0, at=EARLIEST)[partition]
-        return low, list_offsets(c, topic, [partition], 5.0, at=LATEST)[partition]
+        return list_offsets(c, topic, [partition], 5.0, at=EARLIEST)[partition]
     except KafkaException:
         return None
 
@@ -193,14 +191,19 @@ class Fetched:
 
 
 def consume_ranges(
-    c: Any, topic: str, ranges: list[KafkaRange], stall_timeout_s: float
+    c: Any,
+    topic: str,
+    ranges: list[KafkaRange],
+    stall_timeout_s: float,
+    recreated: Callable[[], bool] | None = None,
 ) -> Iterator[Fetched | Gap]:
     """Read every range to its end through ``c``: the records, and the gaps retention left.
 
     An offset below the retained ones resets to the oldest retained record
     (``auto.offset.reset``), whose offset then reveals the gap. A broker that sends nothing for
     ``stall_timeout_s`` while the records still exist fails the batch (RuntimeError) rather
-    than skip them.
+    than skip them, unless ``recreated()`` says the topic was deleted and created again since
+    the batch was planned: the records wanted are gone then, and counted as a gap.
     """
     from confluent_kafka import KafkaError, TopicPartition
 
@@ -246,19 +249,19 @@ def consume_ranges(
         if now - idle_since < IDLE_RECHECK_S:
             continue
         # Nothing arrives: either retention overtook us (count it, go on from the new low
-        # watermark), or the log now ends at or below us (the topic was deleted and recreated, or
-        # truncated: the records wanted are gone; count them, and the planner reads the new
-        # log, streaming.resets), or the broker is slow or down (wait; the records still exist).
+        # watermark), or the topic was recreated under the batch (the records wanted are gone:
+        # count them; the planner reads the new log, streaming.resets), or the broker is slow
+        # or down (wait; the records still exist).
         moved = False
+        gone = recreated is not None and recreated()
         for p in sorted(book.open):
-            marks = retained(c, topic, p)
-            if marks is None:
-                continue
-            low, high = marks
-            gap = book.skip_to(p, book.end[p] if high <= book.offset[p] else low)
+            low = book.end[p] if gone else low_watermark(c, topic, p)
+            gap = book.skip_to(p, low) if low is not None else None
             if gap is not None:
                 yield gap
                 moved = True
+        if not book.open:
+            return
         if moved:
             c.assign([TopicPartition(topic, p, book.offset[p]) for p in sorted(book.open)])
             idle_since = None

@@ -96,6 +96,8 @@ class KafkaSlice(InputPartition):
         self.ranges, self.watermark_us = ranges, watermark_us
         #: Partitions whose offsets went back in this batch: each counted once, here.
         self.resets: list[int] = []
+        #: The topic's id when the batch was planned (None: unknown).
+        self.topic_id: str | None = None
         #: The batch's series book and quotas (None: no checkpoint, no cap).
         self.series: admission.SeriesPlan | None = None
 
@@ -271,6 +273,7 @@ class KafkaEchoReader(DataSourceStreamReader):
         out = slices(ranges, self.max_slices, watermark_us)
         for s in out:
             s.resets = [r.partition for r in s.ranges if r.partition in counted]
+            s.topic_id = end.get(resets.TOPIC_ID)
         with_records = [r.partition for r in ranges if r.end > r.start]
         batch = planned_batch_id(self.checkpoint)
         if with_records and self.checkpoint and batch is not None:
@@ -308,7 +311,13 @@ class KafkaEchoReader(DataSourceStreamReader):
         cap = admission.TaskAdmission(plan, [r.partition for r in ranges]) if plan else None
         c = self._consumer()
         try:
-            for got in consume_ranges(c, self.topic, ranges, self.stall_timeout_s):
+            planned = partition.topic_id
+
+            def recreated() -> bool:
+                now = self._topic_id() if planned else None
+                return now is not None and now != planned
+
+            for got in consume_ranges(c, self.topic, ranges, self.stall_timeout_s, recreated):
                 if isinstance(got, Gap):
                     yield data_loss_row(self.topic, got, wm)
                     continue

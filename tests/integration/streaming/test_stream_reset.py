@@ -91,9 +91,9 @@ def test_the_reader_finds_a_recreated_topic_by_its_id_and_reads_it_from_0(
 def test_a_read_whose_records_were_deleted_under_it_counts_them_and_ends(
     kafka_broker: EmbeddedBroker,
 ) -> None:
-    """A batch planned on the old log, read after the recreate: the new log ends below the
-    records wanted, so they are counted as vanished (data_loss) instead of waited for until the
-    stall timeout fails the batch, and every replay of it."""
+    """A batch planned on the old log, read after the recreate: the topic id changed, so the
+    records wanted are counted as vanished (data_loss) instead of waited for until the stall
+    timeout fails the batch, and every replay of it."""
     topic = unique_topic(kafka_broker, 1)
     p = producer(kafka_broker.bootstrap)
     for i in range(5):
@@ -101,7 +101,7 @@ def test_a_read_whose_records_were_deleted_under_it_counts_them_and_ends(
     p.flush()
     r = reader(kafka_broker.bootstrap, topic, stall_timeout_s=60)
     try:
-        (part,) = r.partitions({"0": 0}, {"0": 5})
+        (part,) = r.partitions({"0": 0}, r.latestOffset({"0": 0}, ReadAllAvailable()))
         recreate(kafka_broker, topic, 1)
         rows = read_all(r, part).to_pylist()
         assert [(x["rtype"], x["partition"], x["n"]) for x in rows] == [("data_loss", 0, 5)]

@@ -72,14 +72,18 @@ def test_offsets_and_read_limits(broker: Any) -> None:
     earliest = reader(broker.bootstrap, topic, starting_offsets="earliest")
     latest = reader(broker.bootstrap, topic, max_records_per_batch=20)
     try:
-        assert earliest.initialOffset() == {"0": 0, "1": 0, "2": 0}
-        assert latest.initialOffset() == {"0": 30, "1": 30, "2": 30}
+        assert partition_offsets(earliest.initialOffset()) == {"0": 0, "1": 0, "2": 0}
+        assert partition_offsets(latest.initialOffset()) == {"0": 30, "1": 30, "2": 30}
         start = earliest.initialOffset()
-        assert earliest.latestOffset(start, ReadAllAvailable()) == {"0": 30, "1": 30, "2": 30}
+        assert partition_offsets(earliest.latestOffset(start, ReadAllAvailable())) == {
+            "0": 30,
+            "1": 30,
+            "2": 30,
+        }
         capped = latest.latestOffset(start, latest.getDefaultReadLimit())
         assert isinstance(latest.getDefaultReadLimit(), ReadMaxRows)
         # 20 rows over 3 partitions of 30 pending each: 20 * 30 // 90 = 6 each
-        assert capped == {"0": 6, "1": 6, "2": 6}
+        assert partition_offsets(capped) == {"0": 6, "1": 6, "2": 6}
         # Kafka partitions with records, in slices (4 at most by default); none for an empty one
         parts = earliest.partitions(start, {"0": 30, "1": 0, "2": 5})
         ranges = [[(k.partition, k.start, k.end) for k in s.ranges] for s in parts]
@@ -196,7 +200,7 @@ def test_offsets_lost_to_retention_are_counted_and_reading_goes_on(broker: Any) 
         marks = r._watermarks()["0"]
     finally:
         r.stop()
-    assert low == {"0": total}
+    assert partition_offsets(low) == {"0": total}
     assert marks[0] > 0, "retention did not kick in"
     rows = read_all(r, one(0, total, T0)).to_pylist()
     loss = [x for x in rows if x["rtype"] == "data_loss"]
