@@ -31,6 +31,26 @@ RESETS = "reset"
 LINE_PARTITIONS = 8
 
 
+def _is_offsets(value: object) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and k.isdigit() and isinstance(v, int) and not isinstance(v, bool)
+        for k, v in value.items()
+    )
+
+
+def is_offset(offset: object) -> bool:
+    """Whether a source offset is the nines-kafka source's: partition → next offset, and maybe
+    the topic's id and the batch's resets (what ``streaming.checkpoint`` accepts)."""
+    if not isinstance(offset, dict):
+        return False
+    rest = {k: v for k, v in offset.items() if k not in (TOPIC_ID, RESETS)}
+    return (
+        _is_offsets(rest)
+        and isinstance(offset.get(TOPIC_ID, ""), str)
+        and _is_offsets(offset.get(RESETS, {}))
+    )
+
+
 def partition_offsets(offsets: dict[str, Any]) -> dict[str, int]:
     """Spark's offset dict without the keys that are not partitions."""
     return {p: int(o) for p, o in offsets.items() if p.isdigit()}

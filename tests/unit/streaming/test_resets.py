@@ -7,6 +7,7 @@ from streaming.resets import (
     RESETS,
     TOPIC_ID,
     OffsetsReset,
+    is_offset,
     partition_offsets,
     plan,
     read_from,
@@ -59,3 +60,10 @@ def test_a_batch_reads_reset_partitions_from_where_its_end_offsets_say() -> None
     # the next batch starts at that end: its own end carries no reset, so none is counted again
     assert reset_partitions({"0": 31, "1": 60, "2": 5, TOPIC_ID: "b"}) == set()
     assert read_from(end, {"0": 31, "1": 60, "2": 5, TOPIC_ID: "b"}) == {"0": 30, "1": 60, "2": 5}
+
+
+def test_the_checkpoint_check_knows_the_source_offsets_with_their_id_and_resets() -> None:
+    assert is_offset({"0": 5, "1": 0})
+    assert is_offset({"0": 5, TOPIC_ID: "a", RESETS: {"0": 0}})
+    for other in ({"0": "5"}, {"x": 1}, {TOPIC_ID: 3}, {RESETS: {"0": "a"}}, [1], {"0": True}):
+        assert not is_offset(other), other
