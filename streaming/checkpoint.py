@@ -213,11 +213,10 @@ def check_state_files(checkpoint: str, budget_bytes: int = MAX_STATE_CHECK_BYTES
 
 
 def is_our_offset(offset: object) -> bool:
-    """Whether a source offset is the nines-kafka source's: partition → next offset."""
-    return isinstance(offset, dict) and all(
-        isinstance(k, str) and k.isdigit() and isinstance(v, int) and not isinstance(v, bool)
-        for k, v in offset.items()
-    )
+    """Whether a source offset is the nines-kafka source's (``streaming.resets.is_offset``)."""
+    from streaming.resets import is_offset
+
+    return is_offset(offset)
 
 
 def check_checkpoint(checkpoint: str) -> None:

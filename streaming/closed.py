@@ -34,7 +34,9 @@ def closed_windows(
         for n in ("resolution", "cluster", "topic", "partition", "kind", "broker", "hist")
     }
     ends = end_us.to_pylist()
-    counters: dict[str, dict[Any, int]] = {k: {} for k in ("late", "bad", "data_loss", "system")}
+    counters: dict[str, dict[Any, int]] = {
+        k: {} for k in ("late", "bad", "data_loss", "offsets_reset", "system")
+    }
     merged: dict[tuple[str, int, SeriesKey], WindowHistogram] = {}
     for i in range(table.num_rows):
         lost_n, max_us, sum_us, buckets, counts = decode(cols["hist"][i])
@@ -87,5 +89,6 @@ def closed_windows(
         overflow=overflow,
         bad=counters["bad"],
         data_loss=counters["data_loss"],
+        offsets_reset=counters["offsets_reset"],
         systems=counters["system"],
     )

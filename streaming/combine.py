@@ -503,7 +503,7 @@ def _samples(t: pa.Table) -> pa.Table:
             partition=pa.array(np.full(hiccups.num_rows, PROBE_PARTITION, np.int64)),
         )
     )
-    for stat in ("late", "bad", "data_loss"):
+    for stat in ("late", "bad", "data_loss", "offsets_reset"):
         code = STAT_CODES[stat]
         counted = t.filter(pc.equal(rtype, stat))
         partition = counted.column("partition")

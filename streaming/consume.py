@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,12 +71,48 @@ def open_consumer(bootstrap: str, kafka: dict[str, Any], auth: KafkaAuth | None 
     )
 
 
+#: Errors of a topic deleted (or not yet created again), or of a partition without a leader for
+#: now: the planner keeps its offsets and asks again at the next trigger.
+TOPIC_UNAVAILABLE = (
+    "UNKNOWN_TOPIC_OR_PART",
+    "UNKNOWN_TOPIC_ID",
+    "LEADER_NOT_AVAILABLE",
+    "NOT_LEADER_FOR_PARTITION",
+    "_UNKNOWN_TOPIC",
+    "_UNKNOWN_PARTITION",
+)
+#: librdkafka's all-zero topic id: a broker that keeps none.
+_NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def open_admin(bootstrap: str, kafka: dict[str, Any]) -> Any:
+    """An AdminClient beside the echo consumer: only it can ask a topic's id (DescribeTopics).
+
+    ``kafka`` is the consumer's pass-through; its consumer-only keys would each log a
+    configuration warning from this client, so it logs errors only.
+    """
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap, **resolve_secrets(kafka), "log_level": 3})
+
+
+def topic_id(admin: Any, topic: str) -> str | None:
+    """The topic's id (base64, as Kafka prints it), None when the broker keeps none; raises
+    ``KafkaException`` when it does not answer, or refuses (``_UNSUPPORTED_FEATURE``: never)."""
+    from confluent_kafka import TopicCollection
+
+    futures = admin.describe_topics(TopicCollection([topic]), request_timeout=WATERMARK_TIMEOUT_S)
+    found = str(futures[topic].result(timeout=WATERMARK_TIMEOUT_S).topic_id)
+    return None if found in ("", "None", _NO_TOPIC_ID) else found
+
+
 def watermarks(c: Any, topic: str) -> dict[str, tuple[int, int]]:
     """ListOffsets' (low, high) watermarks of every partition of ``topic``, keyed as Spark's
     offsets are (the partition number as a string). Asked with ``offsets_for_times``, whose
     timeout holds through a leader change (kafkautil.offsets)."""
     md = c.list_topics(topic, timeout=WATERMARK_TIMEOUT_S)
-    parts = sorted(md.topics[topic].partitions)
+    found = md.topics.get(topic)
+    parts = sorted(found.partitions) if found is not None and found.error is None else []
     low = list_offsets(c, topic, parts, WATERMARK_TIMEOUT_S, at=EARLIEST)
     high = list_offsets(c, topic, parts, WATERMARK_TIMEOUT_S, at=LATEST)
     return {str(p): (low[p], high[p]) for p in parts}
@@ -161,14 +197,19 @@ class Fetched:
 
 
 def consume_ranges(
-    c: Any, topic: str, ranges: list[KafkaRange], stall_timeout_s: float
+    c: Any,
+    topic: str,
+    ranges: list[KafkaRange],
+    stall_timeout_s: float,
+    recreated: Callable[[], bool] | None = None,
 ) -> Iterator[Fetched | Gap]:
     """Read every range to its end through ``c``: the records, and the gaps retention left.
 
     An offset below the retained ones resets to the oldest retained record
     (``auto.offset.reset``), whose offset then reveals the gap. A broker that sends nothing for
     ``stall_timeout_s`` while the records still exist fails the batch (RuntimeError) rather
-    than skip them.
+    than skip them, unless ``recreated()`` says the topic was deleted and created again since
+    the batch was planned: the records wanted are gone then, and counted as a gap.
     """
     from confluent_kafka import KafkaError, TopicPartition
 
@@ -214,14 +255,19 @@ def consume_ranges(
         if now - idle_since < IDLE_RECHECK_S:
             continue
         # Nothing arrives: either retention overtook us (count it, go on from the new low
-        # watermark) or the broker is slow or down (wait; the records still exist).
+        # watermark), or the topic was recreated under the batch (the records wanted are gone:
+        # count them; the planner reads the new log, streaming.resets), or the broker is slow
+        # or down (wait; the records still exist).
         moved = False
+        gone = recreated is not None and recreated()
         for p in sorted(book.open):
-            low = low_watermark(c, topic, p)
+            low = book.end[p] if gone else low_watermark(c, topic, p)
             gap = book.skip_to(p, low) if low is not None else None
             if gap is not None:
                 yield gap
                 moved = True
+        if not book.open:
+            return
         if moved:
             c.assign([TopicPartition(topic, p, book.offset[p]) for p in sorted(book.open)])
             idle_since = None

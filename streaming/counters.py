@@ -19,7 +19,8 @@ def _add(a: Mapping[object, int], b: Mapping[object, int]) -> dict[object, int]:
 
 @dataclass(frozen=True)
 class StreamCounters:
-    """Echoes, losses, late and bad records, overflow and vanished offsets, by what they concern."""
+    """Echoes, losses, late and bad records, overflow, vanished offsets and offsets that went
+    back, by what they concern."""
 
     echoes: dict[TopicKey, int] = field(default_factory=dict)
     lost: dict[TopicKey, int] = field(default_factory=dict)
@@ -27,6 +28,8 @@ class StreamCounters:
     overflow: dict[SeriesKey, int] = field(default_factory=dict)
     bad: dict[str, int] = field(default_factory=dict)
     data_loss: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: (topic, partition) → times its offsets went back (topic recreated or truncated)
+    offsets_reset: dict[tuple[str, str], int] = field(default_factory=dict)
     #: (cluster, system) → echoes: which kind of broker each probed cluster is
     systems: dict[tuple[str, str], int] = field(default_factory=dict)
 

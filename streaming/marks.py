@@ -31,6 +31,19 @@ def data_loss_row(topic: str, gap: Gap, watermark_us: int) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([row], schema=SOURCE_SCHEMA)
 
 
+def offsets_reset_row(topic: str, partition: int, watermark_us: int) -> pa.RecordBatch:
+    """The counted row of a partition whose offsets went back (``streaming.resets``): one event,
+    at the batch's watermark (the old log's unread records are unknown)."""
+    row = {
+        "rtype": "offsets_reset",
+        "topic": topic,
+        "partition": partition,
+        "event_us": watermark_us,
+        "n": 1,
+    }
+    return pa.RecordBatch.from_pylist([row], schema=SOURCE_SCHEMA)
+
+
 def mark_late(parsed: pa.RecordBatch, windows: WindowSpec, watermark_us: int) -> pa.RecordBatch:
     """Event time and weight per row; echoes whose finest window closed become ``late``.
 

@@ -14,7 +14,8 @@ import pyarrow as pa
 KIND_CODES = {"e2e": 0, "publish": 1, "send_lag": 2, "hiccup": 3}
 #: Counted-not-measured row types (``rtype`` from the source) and their codes; ``system`` counts
 #: echoes by the system probed (its name in ``reason``), so one job serves every broker kind.
-STAT_CODES = {"late": 10, "bad": 11, "data_loss": 12, "system": 13}
+#: ``offsets_reset`` counts a partition whose offsets went back (``streaming.resets``).
+STAT_CODES = {"late": 10, "bad": 11, "data_loss": 12, "system": 13, "offsets_reset": 14}
 #: Every code from this one on is counted, not measured.
 FIRST_STAT_CODE = min(STAT_CODES.values())
 #: The label of a counted kind: ``stat:<row type>``, then ``:<reason>`` where it has one.

@@ -39,11 +39,15 @@ def panels() -> list[object]:
             "schema v1 validation.",
         ),
         count_timeseries(
-            "Echo offsets lost to retention; probe echo drops",
+            "Echo offsets lost to retention or reset; probe echo drops",
             [
                 (
                     "sum(increase(nines_data_loss_offsets_total[$__rate_interval])) or vector(0)",
                     "echo offsets vanished",
+                ),
+                (
+                    "sum(increase(nines_offsets_reset_total[$__rate_interval])) or vector(0)",
+                    "echo topic offsets went back",
                 ),
                 (
                     "sum(increase(nines_probe_echo_dropped_total[$__rate_interval])) or vector(0)",

@@ -399,6 +399,16 @@ def _pipeline_alerts(sla: SlaConfig) -> list[dict[str, Any]]:
             "{{ $labels.partition }} expired (retention) before the stream job read them.",
         ),
         rule(
+            "NinesEchoOffsetsReset",
+            "sum by (topic, partition) "
+            f"(increase(nines_offsets_reset_total[{PIPELINE_RANGE}])) > 0",
+            "ticket",
+            "the echo topic's offsets went back under the stream job",
+            "Echo topic {{ $labels.topic }}/{{ $labels.partition }} ended below the offset the "
+            "stream job had read: deleted and recreated, or truncated (unclean leader election). "
+            "Its new records are read; echoes of the old log not yet read are lost, uncounted.",
+        ),
+        rule(
             "NinesLateEchoes",
             f"sum by (cluster, topic) (increase(nines_late_echoes_total[{PIPELINE_RANGE}])) > 0",
             "ticket",

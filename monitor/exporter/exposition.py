@@ -146,6 +146,12 @@ COUNTER_FAMILIES: dict[str, tuple[str, str, list[str]]] = {
         "Echo topic offsets that vanished before the job read them.",
         ["topic", "partition"],
     ),
+    "offsets_reset": (
+        "nines_offsets_reset",
+        "Times the echo topic's offsets went back under the job (deleted and recreated, or "
+        "truncated); the records of the old log it had not read are unknown.",
+        ["topic", "partition"],
+    ),
     "systems": (
         "nines_system_echoes",
         "Echoes counted in closed windows, by the system probed (kafka, nats, redis, rabbitmq).",

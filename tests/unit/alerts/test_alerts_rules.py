@@ -439,6 +439,12 @@ def test_no_echoes_at_all_and_stream_down_or_stale(
             {"topic": "echo", "partition": "2"},
             None,
         ),
+        (
+            "NinesEchoOffsetsReset",
+            "nines_offsets_reset_total",
+            {"topic": "echo", "partition": "1"},
+            None,
+        ),
         ("NinesLateEchoes", "nines_late_echoes_total", {**C1, "partition": "0"}, C1),
         ("NinesBadEchoes", "nines_bad_echoes_total", {"reason": "bad_json"}, None),
         ("NinesScrapeGaps", "nines_scrape_gaps_total", {"instance": "stream:9464"}, None),
@@ -687,7 +693,9 @@ def test_a_broker_leading_no_probe_partition_is_a_ticket(
 _NEVER_GROWS = re.compile(r"^sum by \(([\w, ]+)\) \(increase\((\w+)\[(\w+)\]\)\) > 0$")
 #: Counters of measurements lost or dropped on the way (docs/metrics.md), by name: every one
 #: must be read by an alert, so nothing is lost without a page or a ticket.
-_LOSS_WORDS = re.compile(r"dropped|rejected|refused|bad_echoes|data_loss|send_errors|overflow")
+_LOSS_WORDS = re.compile(
+    r"dropped|rejected|refused|bad_echoes|data_loss|offsets_reset|send_errors|overflow"
+)
 METRICS_DOC = Path(__file__).resolve().parents[3] / "docs" / "metrics.md"
 
 

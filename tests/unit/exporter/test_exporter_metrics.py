@@ -135,6 +135,7 @@ def test_every_stream_counter_is_exported_cumulatively() -> None:
         overflow={SeriesKey("c", "t", "0", "e2e"): 4},
         bad={"not_json": 5},
         data_loss={("t", "0"): 6},
+        offsets_reset={("t", "1"): 9},
         systems={("c", "nats"): 7, ("intruder", "redis"): 8},
     )
     exp.update([window([1_000])], batch)  # cluster "c" has a series; "intruder" none

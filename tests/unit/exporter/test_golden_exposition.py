@@ -2,7 +2,9 @@
 
 The files under ``tests/data/golden/`` were written from main before the exporter was split into
 collectors and a renderer (issue 34) and must never be regenerated to make this test pass: a
-difference is a change of what Prometheus scrapes. The input is fixed (seeded values, a fake
+difference is a change of what Prometheus scrapes. A new family is the one change made to them
+since, each spliced in as its own bytes alone, every other byte checked equal (issue 41:
+``nines_offsets_reset_total``, empty here). The input is fixed (seeded values, a fake
 clock, fixed timestamps) and walks every family: windows of three resolutions with topic and
 broker rollups, derived and job counters, health, a scrape gap, the series cap and the TTL.
 """
