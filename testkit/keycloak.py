@@ -276,9 +276,12 @@ class Keycloak:
             "eventsExpiration": 3600,
         })  # fmt: skip
 
-    def add_client(self, realm: str, client_id: str, audience: str | None) -> OidcClient:
+    def add_client(
+        self, realm: str, client_id: str, audience: str | None, lifespan_s: int | None = None
+    ) -> OidcClient:
         """A confidential client with service accounts (client credentials); its tokens carry
-        ``audience`` in ``aud`` (an audience mapper), or only Keycloak's own when None."""
+        ``audience`` in ``aud`` (an audience mapper), or only Keycloak's own when None, and live
+        ``lifespan_s`` (the realm's when None)."""
         secret = secrets.token_urlsafe(24)
         mappers = [] if audience is None else [{
             "name": f"audience-{audience}", "protocol": "openid-connect",
@@ -293,6 +296,8 @@ class Keycloak:
             "standardFlowEnabled": False, "directAccessGrantsEnabled": False,
             "clientAuthenticatorType": "client-secret", "secret": secret,
             "protocolMappers": mappers,
+            "attributes": {} if lifespan_s is None else {
+                "access.token.lifespan": str(lifespan_s)},
         })  # fmt: skip
         return OidcClient(client_id, secret)
 
