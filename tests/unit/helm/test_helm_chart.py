@@ -1229,6 +1229,7 @@ def test_oidc_client_secret_from_a_secret_never_a_configmap(tmp_path: Path) -> N
     # a literal secret is refused by the schema, without quoting it
     literal = "s3cr3t-literal-value"
     with pytest.raises(helm.HelmError) as refused:
-        render_values(tmp_path, {"probes": [{"cluster": "o", "bootstrap": "b:9093",
-            "kafkaLogin": "oidc", "kafka": {"sasl.oauthbearer.client.secret": literal}}]})  # fmt: skip
+        kafka = {"sasl.oauthbearer.client.secret": literal}
+        probe = {"cluster": "o", "bootstrap": "b:9093", "kafkaLogin": "oidc", "kafka": kafka}
+        render_values(tmp_path, {"probes": [probe]})
     assert literal not in str(refused.value)
