@@ -70,7 +70,7 @@ def java_home() -> Path:
     if not found:
         raise KeycloakError(
             f"Keycloak {VERSION} needs Java {MIN_JAVA}+: none in $JAVA_HOME or /usr/lib/jvm "
-            "(apt-get install openjdk-21-jdk-headless, or set JAVA_HOME)"
+            "(install a JDK 21+, e.g. Adoptium's temurin-21-jdk, or set JAVA_HOME to one)"
         )
     return max(found, key=lambda vp: vp[0])[1]
 
