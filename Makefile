@@ -36,6 +36,9 @@ aggregator-jar: $(STAMP) maven
 ## chart's install tests (tests/k8s).
 ## Under CI (CI=true) a failed install fails the run: the tests they back must never skip there.
 system-test-deps:
+	@$(PY) -c "from testkit.keycloak import java_home; java_home()" 2>/dev/null \
+	  || { msg="Keycloak (the OIDC tests) needs Java 21+ in \$$JAVA_HOME or /usr/lib/jvm (e.g. temurin-21-jdk)"; \
+	       if [ "$$CI" = true ]; then echo "error: $$msg"; exit 1; else echo "warning: $$msg; those tests will be skipped"; fi; }
 	@if ! command -v promtool >/dev/null || ! command -v prometheus-alertmanager >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager >/dev/null) \

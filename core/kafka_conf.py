@@ -10,6 +10,7 @@ Those are listed here, once, and a ``kafka:`` key that would change one is refus
 from __future__ import annotations
 
 import functools
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -113,9 +114,10 @@ StreamKafka = Annotated[dict[str, str], _pinned_field(STREAM_PINNED)]
 #: The probe's ``kafka:`` field: what the probe relies on is not tuning.
 ProbeKafka = Annotated[dict[str, str], _pinned_field(PROBE_PINNED)]
 
-#: ``kafka_login`` modes: ``settings`` (the ``kafka:`` settings alone: PLAIN, SCRAM, OIDC, mTLS)
-#: or ``aws-msk-iam`` (SASL/OAUTHBEARER with a token signed by the AWS SDK, kafkautil.auth).
-AuthMode = Literal["settings", "aws-msk-iam"]
+#: ``kafka_login`` modes: ``settings`` (the ``kafka:`` settings alone: PLAIN, SCRAM, mTLS, or
+#: OIDC spelled out), ``aws-msk-iam`` (SASL/OAUTHBEARER with a token signed by the AWS SDK,
+#: kafkautil.auth) or ``oidc`` (SASL/OAUTHBEARER with librdkafka's OIDC client credentials).
+AuthMode = Literal["settings", "aws-msk-iam", "oidc"]
 #: An AWS region name: ``eu-west-1``, ``us-gov-west-1``, ``cn-north-1``.
 AWS_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d+")
 #: What ``aws-msk-iam`` sets itself: a ``kafka:`` key of these names is refused, or must agree.
@@ -130,6 +132,75 @@ MSK_IAM_REFUSED = (
     "sasl.oauthbearer.client.secret",
     "sasl.oauthbearer.token.endpoint.url",
 )
+
+
+#: What ``oidc`` sets itself: librdkafka fetches and refreshes the token from the issuer.
+OIDC_SETTINGS = {
+    "security.protocol": "SASL_SSL",
+    "sasl.mechanism": "OAUTHBEARER",
+    "sasl.oauthbearer.method": "oidc",
+}
+#: ``kafka:`` keys of another SASL mechanism, refused beside ``oidc``.
+OIDC_REFUSED = ("sasl.username", "sasl.password", "sasl.oauthbearer.config")
+#: Each mode's fixed settings and refused keys (``settings``: none).
+MODE_SETTINGS = {"aws-msk-iam": MSK_IAM_SETTINGS, "oidc": OIDC_SETTINGS}
+MODE_REFUSED = {"aws-msk-iam": MSK_IAM_REFUSED, "oidc": OIDC_REFUSED}
+#: What librdkafka's OIDC needs; the secret too with the (default) client credentials grant.
+OIDC_REQUIRED = ("sasl.oauthbearer.client.id", "sasl.oauthbearer.token.endpoint.url")
+OIDC_SECRET = "sasl.oauthbearer.client.secret"
+OIDC_TOKEN_URL = "sasl.oauthbearer.token.endpoint.url"
+CLIENT_CREDENTIALS = "client_credentials"
+
+
+def oidc_in_use(mode: str, settings: Mapping[str, str]) -> bool:
+    """Whether the clients get their token from an OIDC issuer: ``kafka_login: oidc``, or the
+    ``kafka:`` settings ask librdkafka for it (``sasl.oauthbearer.method: oidc``)."""
+    method = {str(k).strip().lower(): str(v) for k, v in settings.items()}.get(
+        "sasl.oauthbearer.method", ""
+    )
+    return mode == "oidc" or method.strip().lower() == "oidc"
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost``, 127.0.0.0/8 or ::1: a token proxy on this host (or pod)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_token_url(url: str) -> str:
+    """The token endpoint: https://, or http:// to a loopback host only; ValueError else.
+
+    The client secret and the tokens cross it: in clear text only within the host."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        host = parts.hostname or ""
+    except ValueError:
+        raise ValueError(f"{OIDC_TOKEN_URL}: not a URL") from None
+    if parts.scheme.lower() == "https" and host:
+        return url
+    if parts.scheme.lower() == "http" and host and is_loopback(host):
+        return url
+    raise ValueError(
+        f"{OIDC_TOKEN_URL}: must be an https:// URL (the client secret and the tokens cross "
+        "it); http:// only to a loopback host (a token proxy beside the client)"
+    )
+
+
+def check_oidc(settings: Mapping[str, str]) -> None:
+    """OIDC's ``kafka:`` keys present and its token endpoint allowed; ValueError naming a key."""
+    given = {str(k).strip().lower(): str(v) for k, v in settings.items()}
+    grant = given.get("sasl.oauthbearer.grant.type", CLIENT_CREDENTIALS).strip()
+    wanted = [*OIDC_REQUIRED, *([OIDC_SECRET] if grant == CLIENT_CREDENTIALS else [])]
+    for key in wanted:
+        if not given.get(key, "").strip():
+            raise ValueError(f"{key}: required for OIDC (sasl.oauthbearer.method oidc)")
+    check_token_url(given[OIDC_TOKEN_URL])
 
 
 @dataclass(frozen=True)
@@ -147,8 +218,10 @@ class KafkaAuthConfig(StageConfig):
     kafka_login: AuthMode = setting(
         "settings",
         choices=True,
-        help="settings: as the kafka settings say (PLAIN, SCRAM, OIDC, mTLS); aws-msk-iam: "
-        "SASL/OAUTHBEARER with a token signed from the AWS credential chain",
+        help="settings: as the kafka settings say (PLAIN, SCRAM, mTLS); aws-msk-iam: "
+        "SASL/OAUTHBEARER with a token signed from the AWS credential chain; oidc: "
+        "SASL/OAUTHBEARER with a token from an OIDC issuer (client credentials in the kafka "
+        "settings)",
     )
     aws_region: str | None = setting(
         None,
@@ -170,19 +243,25 @@ class KafkaAuthConfig(StageConfig):
 
     @field_validator("kafka", check_fields=False)
     @classmethod
-    def _msk_iam_kafka(cls, v: Mapping[str, str], info: ValidationInfo) -> Mapping[str, str]:
-        if info.data.get("kafka_login") != "aws-msk-iam":
-            return v
+    def _login_kafka(cls, v: Mapping[str, str], info: ValidationInfo) -> Mapping[str, str]:
+        mode = str(info.data.get("kafka_login", "settings"))
+        fixed, refused = MODE_SETTINGS.get(mode, {}), MODE_REFUSED.get(mode, ())
         for key, value in v.items():
             name = str(key).strip().lower()
-            wanted = MSK_IAM_SETTINGS.get(name)
-            if name in MSK_IAM_REFUSED or (
-                wanted is not None and str(value).strip().upper() != wanted
+            wanted = fixed.get(name)
+            if name in refused or (
+                wanted is not None and str(value).strip().lower() != wanted.lower()
             ):
-                what = f"sets it to {wanted}" if wanted else "signs its own token"
-                raise ValueError(
-                    f"{str(key).strip()}: not with kafka_login aws-msk-iam, which {what}"
+                what = (
+                    f"sets it to {wanted}"
+                    if wanted
+                    else "signs its own token"
+                    if mode == "aws-msk-iam"
+                    else "takes its token from the OIDC issuer"
                 )
+                raise ValueError(f"{str(key).strip()}: not with kafka_login {mode}, which {what}")
+        if oidc_in_use(mode, v):
+            check_oidc(v)
         return v
 
     @property
@@ -195,6 +274,7 @@ __all__ = [
     "AWS_REGION",
     "MSK_IAM_REFUSED",
     "MSK_IAM_SETTINGS",
+    "OIDC_SETTINGS",
     "PROBE_PINNED",
     "SECRET_SETTINGS",
     "STREAM_PINNED",
@@ -205,5 +285,8 @@ __all__ = [
     "Pin",
     "ProbeKafka",
     "StreamKafka",
+    "check_oidc",
     "check_pinned",
+    "check_token_url",
+    "oidc_in_use",
 ]

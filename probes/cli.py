@@ -80,8 +80,9 @@ def run(args: argparse.Namespace) -> int:
     if not values.get("bootstrap") and not args.bootstrap:
         raise ConfigError("probe.bootstrap: required (--bootstrap or `probe: bootstrap:`)")
     config = build(ProbeConfig, values, flags, prefix="probe")
-    config.client_settings()  # an unset env: or unreadable file: secret fails here, exit 2
-    check_auth(config.auth, "probe.kafka_login")  # no AWS credentials: exit 2, now
+    settings = config.client_settings()  # an unset env:/unreadable file: secret: exit 2, here
+    # no AWS credentials, or the OIDC issuer refuses the client or does not answer: exit 2, now
+    check_auth(config.auth, "probe.kafka_login", settings)
     if config.metrics_port:  # 0: no /metrics, so no address to check
         check_port_free(config.metrics_host, config.metrics_port)  # before any connection
     load_web_config(config.web_config_file)  # a bad file or certificate: exit 2, now

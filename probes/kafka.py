@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkautil import ConnectFailures, current_leaders, describe_topic, list_offsets
 from kafkautil.acls import lacks
+from kafkautil.auth import note_client_log
 from probes.client_stats import CLIENT_STATS
 from probes.config import ProbeConfig
 from probes.transport import AckReport, Layout
@@ -49,8 +50,11 @@ class LibrdkafkaLog:
     def __init__(self) -> None:
         self._log = logging.getLogger(LIBRDKAFKA_LOGGER)
 
-    def log(self, _level: int, fmt: str, *args: object) -> None:
-        """A librdkafka line (``_level`` is its syslog level, mapped by confluent-kafka)."""
+    def log(self, level: int, fmt: str, *args: object) -> None:
+        """A librdkafka line (``level`` is its syslog level, mapped by confluent-kafka); a
+        failed OIDC token request is counted (``fmt`` is ``facility [client] line``)."""
+        if len(args) == 3:
+            note_client_log(level, str(args[0]), str(args[2]))
         self._log.debug(fmt, *args)
 
 

@@ -11,6 +11,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from core import promproto
+from kafkautil.auth import token_failures
 from probes.cgroup import Throttling, read_throttling
 from probes.client_stats import CLIENT_STATS, ClientStats
 from runtime.webconfig import WebConfig
@@ -184,6 +185,16 @@ class SelfCollector(Collector):
                 fam.add_metric([cluster], value)
                 yield fam
         yield from self._clients(cluster)
+        tokens = CounterMetricFamily(
+            "nines_probe_token_failures",
+            "Token requests of the probe's Kafka clients that failed (the OAUTHBEARER issuer "
+            "refused or did not answer), by login.",
+            labels=["cluster", "login"],
+        )
+        for login, n in sorted(token_failures().items()):
+            tokens.add_metric([cluster, login], n)
+        if tokens.samples:  # only where a token login is in use
+            yield tokens
 
     def _clients(self, cluster: str) -> Iterator[Any]:
         totals = self.clients.totals()

@@ -134,15 +134,16 @@ def preflight(config: StreamConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> N
         quiet.addHandler(logging.NullHandler())
     quiet.propagate = False  # librdkafka's connect failures would add lines to our one
     failures = ConnectFailures()
-    check_auth(config.auth, "stream.kafka_login")  # no AWS credentials: exit 2, now
+    settings = {**resolve_secrets(config.kafka), **auth_settings(config.auth)}
+    # no AWS credentials, or the OIDC issuer refuses the client or does not answer: exit 2, now
+    check_auth(config.auth, "stream.kafka_login", settings)
     try:
         consumer = Consumer(
             {
                 "bootstrap.servers": config.bootstrap,
                 "group.id": PREFLIGHT_GROUP,
                 "enable.auto.commit": False,
-                **resolve_secrets(config.kafka),
-                **auth_settings(config.auth),
+                **settings,
                 "logger": quiet,
                 "error_cb": failures,
             }

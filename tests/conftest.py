@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import background_keycloak
 import pytest
-from background_builds import order_and_start, pytest_runtest_protocol, stop_background
+from background_builds import needs, order_and_start, pytest_runtest_protocol, stop_background
 from kafka_cluster import (
     Cluster,
     ExternalCluster,
@@ -32,7 +33,9 @@ from real_components import pytest_runtest_makereport, require
 
 from testbroker import EmbeddedBroker
 from testbroker.kafka_jars import KafkaJarsError, resolve
+from testbroker.kraft import KraftCluster, OAuthListener
 from testbroker.tansu import TansuError, find_binary
+from testkit.keycloak import KeycloakError
 
 #: The CI hook (a skip fails under CI=true) is registered by being a name of this conftest.
 __all__ = [
@@ -155,7 +158,62 @@ def pytest_collection_modifyitems(
         return
     for started in order_and_start(items):
         print(f"\nbuilding {started} in the background")
+    later = sum(1 for item in items if needs(item) is not None)
+    if background_keycloak.order_and_start(items, config, later):
+        print("\nstarting Keycloak in the background (tests/background_keycloak.py)")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     stop_background()
+    background_keycloak.stop()
+
+
+@pytest.fixture(scope="session")
+def oidc_issuer() -> background_keycloak.Issuer:
+    """Keycloak for the session, started at collection (tests/background_keycloak.py)."""
+    require("Keycloak (the OIDC issuer)", background_keycloak.issuer, KeycloakError)
+    return background_keycloak.issuer()
+
+
+#: Kafka's own JWT validator: the JWKS, audience and issuer it checks tokens against.
+OIDC_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+OIDC_JWT_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator"
+
+
+@pytest.fixture(scope="session")
+def oidc_kafka(
+    oidc_issuer: background_keycloak.Issuer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KraftCluster]:
+    """One Apache Kafka for the session with a SASL_SSL OAUTHBEARER listener that validates
+    Keycloak's tokens (JWKS over HTTPS, audience ``kafka``, the realm's issuer) and makes every
+    client re-authenticate every 20 s, so an expired token is refused on a live connection."""
+    require_kafka()
+    kc, realm = oidc_issuer.keycloak, oidc_issuer.realm
+    listener = OAuthListener(
+        OIDC_VALIDATOR,
+        jaas={
+            "unsecuredLoginStringClaim_sub": "broker",  # the broker's own login, unused
+            "ssl.truststore.type": "PEM",  # the JWKS endpoint's CA
+            "ssl.truststore.location": str(kc.tls.ca),
+        },
+        settings={
+            # Kafka 4.1.1's default (DefaultJwtValidator, built without a key resolver) checks
+            # a token's form only: it let a token without the expected audience in
+            "sasl.oauthbearer.jwt.validator.class": OIDC_JWT_VALIDATOR,
+            "sasl.oauthbearer.jwks.endpoint.url": kc.jwks_url(realm),
+            "sasl.oauthbearer.expected.audience": background_keycloak.AUDIENCE,
+            "sasl.oauthbearer.expected.issuer": kc.issuer(realm),
+            "listener.name.oauth.connections.max.reauth.ms": "20000",
+        },
+        system_properties={
+            "org.apache.kafka.sasl.oauthbearer.allowed.urls": kc.jwks_url(realm),
+        },
+    )
+    cluster = KraftCluster(resolve(), 1, tmp_path_factory.mktemp("oidc-kafka"), oauth=listener)
+    try:
+        cluster.start(warm_up=False)
+        cluster.create_topic("nines.probe", 1)
+        cluster.create_topic("nines.echoes", 1)
+        yield cluster
+    finally:
+        cluster.stop()

@@ -482,6 +482,17 @@ def _pipeline_alerts(sla: SlaConfig) -> list[dict[str, Any]]:
             "principal has the right (docs/deploy.md, Least privilege) or a partition is added.",
         ),
         rule(
+            "NinesProbeTokenFailures",
+            "sum by (cluster, login) "
+            f"(increase(nines_probe_token_failures_total[{PIPELINE_RANGE}])) > 0",
+            "ticket",
+            "the probe's Kafka clients could not get an OAUTHBEARER token",
+            "{{ $value | humanize }} token requests of the probe on {{ $labels.cluster }} "
+            "({{ $labels.login }}) failed: the issuer refused or did not answer. The clients "
+            "keep their token until it expires; then the probe cannot reach the brokers and "
+            "its messages are lost.",
+        ),
+        rule(
             "NinesProbeArrivalsDropped",
             "sum by (job, instance) "
             f"(increase(nines_probe_arrivals_dropped_total[{PIPELINE_RANGE}])) > 0",

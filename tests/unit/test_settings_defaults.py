@@ -44,6 +44,10 @@ SCENARIO_OVERRIDES = {
         for stage in ("probe", "stream")
     },
     "spark-operator-values": {"stream": {"master": "'': spark-submit sets it"}},
+    "oidc-values": {
+        stage: {"kafka_login": "kafkaLogin: oidc", "kafka": "the client credentials, TLS"}
+        for stage in ("probe", "stream")
+    },
 }
 
 

@@ -93,7 +93,7 @@ path for errors) */}}
 {{- $proto := get $kafka "security.protocol" | upper -}}
 {{- $sasl := hasPrefix "SASL" $proto -}}
 {{- range $k, $_ := $kafka }}{{ if hasPrefix "sasl." $k }}{{ $sasl = true }}{{ end }}{{ end -}}
-{{- if eq (.login | default "") "aws-msk-iam" }}{{ $sasl = true }}{{ end -}}
+{{- if has (.login | default "") (list "aws-msk-iam" "oidc") }}{{ $sasl = true }}{{ end -}}
 {{- $want := ternary "SASL_SSL" "SSL" $sasl -}}
 {{- if and $proto (ne $proto $want) -}}
 {{- fail (printf "%s.kafka: security.protocol %s does not use TLS, but %s.tls.secretName is set (use %s)" .where $proto .where $want) -}}

@@ -1198,3 +1198,38 @@ def test_msk_iam_role_on_the_service_account_and_login_in_both_configs(tmp_path:
             chart.validate_schema({"serviceAccount": bad})
     with pytest.raises(helm.HelmError):
         chart.validate_schema({"probes": [{"cluster": "m", "bootstrap": "b:1", "awsRegion": "EU"}]})
+
+
+# -- OIDC (docs/deploy.md, "OIDC (OAUTHBEARER)") -------------------------------------------------
+
+
+def test_oidc_client_secret_from_a_secret_never_a_configmap(tmp_path: Path) -> None:
+    from core.config import build
+    from monitor.pipeline import PipelineConfig
+    from probes.config import ProbeConfig
+
+    docs = render(CHART / "ci" / "oidc-values.yaml")
+    sections = {
+        key.removesuffix(".yaml"): yaml.safe_load(body)
+        for d in docs
+        if d["kind"] == "ConfigMap"
+        for key, body in (d.get("data") or {}).items()
+        if key in ("probe.yaml", "stream.yaml")
+    }
+    probe = build(ProbeConfig, sections["probe"]["probe"], prefix="probe")
+    stream = build(PipelineConfig, sections["stream"]["stream"], prefix="stream")
+    for config in (probe, stream):
+        assert config.kafka_login == "oidc"
+        assert config.kafka["sasl.oauthbearer.client.secret"] == "env:OIDC_CLIENT_SECRET"
+        assert config.kafka["security.protocol"] == "SASL_SSL"  # the TLS Secret, with a login
+    [deploy] = [d for d in docs if d["kind"] == "Deployment" and "probe" in d["metadata"]["name"]]
+    env = deploy["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "OIDC_CLIENT_SECRET", "valueFrom": {"secretKeyRef": {
+        "name": "nines-oidc", "key": "client-secret"}}} in env  # fmt: skip
+    # a literal secret is refused by the schema, without quoting it
+    literal = "s3cr3t-literal-value"
+    with pytest.raises(helm.HelmError) as refused:
+        kafka = {"sasl.oauthbearer.client.secret": literal}
+        probe = {"cluster": "o", "bootstrap": "b:9093", "kafkaLogin": "oidc", "kafka": kafka}
+        render_values(tmp_path, {"probes": [probe]})
+    assert literal not in str(refused.value)
