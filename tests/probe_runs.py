@@ -418,3 +418,24 @@ class ClosedLoop:
         self.transport.close_receiver()
         self.transport.release()
         return self.latencies_us
+
+
+def wait_archived(
+    stream: subprocess.Popen[bytes], log: Path, archive: Path, cluster: str, want: int,
+    timeout_s: float = 240,
+) -> None:  # fmt: skip
+    """Until the running stream job has archived ``want`` echoes of ``cluster``'s partition 0 in
+    its 10 s windows (the partition's own series: a one-partition topic archives no "all"
+    merge, and no broker rollup); the job must stay up meanwhile."""
+    from testkit.archive import read_windows
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert stream.poll() is None, log.read_text()[-3000:]
+        got = sum(w.hist.total for w in read_windows(archive) if w.series.cluster == cluster
+                  and w.series.kind == "e2e" and w.series.partition == "0"
+                  and not w.series.broker and w.resolution == "10s")  # fmt: skip
+        if got == want:
+            return
+        assert time.monotonic() < deadline, f"{got} of {want} echoes archived"
+        time.sleep(1)

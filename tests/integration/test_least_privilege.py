@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 from acl_cluster import AclCluster, Principal, denials
+from probe_runs import wait_archived
 
 from core.echo import Echo, encode_record
 from kafkautil.acls import Acl, probe_acls, stream_acls
 from testbroker.kafka_jars import resolve
 from testbroker.ports import free_port
-from testkit.archive import read_windows
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPIC, ECHOES = "acl.probe", "acl.echoes"
@@ -120,16 +120,7 @@ def test_probe_and_stream_run_with_exactly_their_acls(
             stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT,
         )  # fmt: skip
     try:
-        deadline = time.monotonic() + 240
-        while True:
-            assert job.poll() is None, log.read_text()[-3000:]
-            got = sum(w.hist.total for w in read_windows(archive) if w.series.cluster == "acl"
-                      and w.series.kind == "e2e" and w.series.partition == "0"
-                      and not w.series.broker and w.resolution == "10s")  # fmt: skip
-            if got == 60:
-                break
-            assert time.monotonic() < deadline, f"{got} of 60 echoes archived"
-            time.sleep(1)
+        wait_archived(job, log, archive, "acl", 60, 240)
         job.send_signal(signal.SIGTERM)
         assert job.wait(60) == 0
     finally:

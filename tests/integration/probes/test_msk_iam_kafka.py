@@ -16,7 +16,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
@@ -24,14 +23,13 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 from aws_env import aws_env, credential_process, issued_keys, sigv4_signature, url_of
 from kafka_cluster import producer
-from probe_runs import records_of
+from probe_runs import records_of, wait_archived
 from real_components import require
 
 from core.echo import Echo, encode_record
 from runtime.maven import build_jar, cached_jar
 from testbroker.kafka_jars import resolve
 from testbroker.kraft import KraftCluster, OAuthListener
-from testkit.archive import read_windows
 
 ROOT = Path(__file__).resolve().parents[3]
 MODULE, JAR = ROOT / "jvm" / "msk-iam-test-validator", "nines-msk-iam-test-validator"
@@ -115,16 +113,7 @@ def test_probe_and_stream_reach_kafka_with_tokens_refreshed_before_expiry(
         closer = Echo("p", "pusher", "pusher", 0, 1, 0, 1, end_us, end_us, None, end_us + 1)
         prod.produce("nines.echoes", value=encode_record(closer))
         prod.flush()
-        deadline = time.monotonic() + 240
-        while True:
-            assert stream.poll() is None, log.read_text()[-3000:]
-            got = sum(w.hist.total for w in read_windows(archive) if w.series.cluster == "msk"
-                      and w.series.kind == "e2e" and w.series.partition == "0"
-                      and not w.series.broker and w.resolution == "10s")  # fmt: skip
-            if got == len(echoes):
-                break
-            assert time.monotonic() < deadline, f"{got} of {len(echoes)} echoes archived"
-            time.sleep(1)
+        wait_archived(stream, log, archive, "msk", len(echoes), 240)
         stream.send_signal(signal.SIGTERM)
         assert stream.wait(60) == 0, log.read_text()[-3000:]
     finally:

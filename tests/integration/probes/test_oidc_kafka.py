@@ -21,11 +21,10 @@ from pathlib import Path
 import pytest
 from background_keycloak import Issuer
 from kafka_cluster import producer
-from probe_runs import RATE, ProbeProcess, assert_one_echo_per_message, records_of
+from probe_runs import RATE, ProbeProcess, assert_one_echo_per_message, records_of, wait_archived
 
 from core.echo import Echo, encode_record
 from testbroker.kraft import KraftCluster
-from testkit.archive import read_windows
 from testkit.keycloak import OidcClient
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -113,16 +112,7 @@ def probe_and_stream_across_refreshes(
         closer = Echo("p", "pusher", "pusher", 0, 1, 0, 1, end_us, end_us, None, end_us + 1)
         prod.produce("nines.echoes", value=encode_record(closer))
         prod.flush()
-        deadline = time.monotonic() + 300
-        while True:
-            assert stream.poll() is None, log.read_text()[-3000:]
-            got = sum(w.hist.total for w in read_windows(archive) if w.series.cluster == probe_id
-                      and w.series.kind == "e2e" and w.series.partition == "0"
-                      and not w.series.broker and w.resolution == "10s")  # fmt: skip
-            if got == len(echoes):
-                break
-            assert time.monotonic() < deadline, f"{got} of {len(echoes)} echoes archived"
-            time.sleep(1)
+        wait_archived(stream, log, archive, probe_id, len(echoes), 300)
         stream.send_signal(signal.SIGTERM)
         assert stream.wait(60) == 0, log.read_text()[-3000:]
     finally:

@@ -11,17 +11,15 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kafka_cluster import producer
-from probe_runs import records_of
+from probe_runs import records_of, wait_archived
 
 from core.echo import Echo, encode_record
 from testbroker import EmbeddedBroker
-from testkit.archive import read_windows
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -65,17 +63,7 @@ def test_probe_and_stream_authenticate_with_scram_over_tls(
             stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT,
         )  # fmt: skip
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert stream.poll() is None, log.read_text()[-3000:]
-            # the partition's own series (a one-partition topic archives no "all" merge)
-            got = sum(w.hist.total for w in read_windows(archive) if w.series.cluster == "sasl"
-                      and w.series.kind == "e2e" and w.series.partition == "0"
-                      and not w.series.broker and w.resolution == "10s")  # fmt: skip
-            if got == len(echoes):
-                break
-            assert time.monotonic() < deadline, f"{got} of {len(echoes)} echoes archived"
-            time.sleep(1)
+        wait_archived(stream, log, archive, "sasl", len(echoes), 180)
         stream.send_signal(signal.SIGTERM)
         assert stream.wait(60) == 0
     finally:
