@@ -85,15 +85,25 @@ TOPIC_UNAVAILABLE = (
 _NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 
 
-def open_admin(bootstrap: str, kafka: dict[str, Any]) -> Any:
+def open_admin(bootstrap: str, kafka: dict[str, Any], auth: KafkaAuth | None = None) -> Any:
     """An AdminClient beside the echo consumer: only it can ask a topic's id (DescribeTopics).
 
-    ``kafka`` is the consumer's pass-through; its consumer-only keys would each log a
+    ``kafka`` is the consumer's pass-through, and ``auth`` its login (an MSK IAM token callback
+    or OIDC, made here as for the consumer); its consumer-only keys would each log a
     configuration warning from this client, so it logs errors only.
     """
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, **resolve_secrets(kafka), "log_level": 3})
+    from kafkautil.auth import auth_settings
+
+    return AdminClient(
+        {
+            "bootstrap.servers": bootstrap,
+            **resolve_secrets(kafka),
+            **auth_settings(auth or KafkaAuth()),
+            "log_level": 3,
+        }
+    )
 
 
 def topic_id(admin: Any, topic: str) -> str | None:

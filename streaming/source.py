@@ -184,7 +184,7 @@ class KafkaEchoReader(DataSourceStreamReader):
             return None
         a = getattr(self, "_admin", None)
         if a is None:
-            a = self._admin = open_admin(self.bootstrap, self.kafka)
+            a = self._admin = open_admin(self.bootstrap, self.kafka, self.auth)
         try:
             return topic_id(a, self.topic)
         except KafkaException as exc:
