@@ -83,8 +83,29 @@ demo: setup
 
 ## The control plane of the chart's install tests is built by the test run itself when it is not
 ## cached: in the background, at nice 19, while the rest of the suite runs (tests/k8s run last).
+## The suite waits on brokers, Spark, Prometheus and sleeps most of its time (about 0.6 of a
+## core on 2, docs/benchmarks.md): the unit tests that time nothing and need no background build
+## run beside it, in a pytest of their own at nice 19 (as the builds are: they take only the
+## cores the rest leaves idle), with their own temp dir and no cache; the run fails if either
+## does, and prints the side run's summary (its whole output when it failed).
+UNIT_BESIDE := tests/unit/streaming tests/unit/archive tests/unit/core tests/unit/report \
+	tests/unit/dashboards tests/unit/helm tests/unit/kafkautil tests/unit/bench tests/unit/repo \
+	tests/unit/broker tests/unit/test_bad_inputs.py tests/unit/test_cli.py \
+	tests/unit/test_compare.py tests/unit/test_demo_cli.py tests/unit/test_flags_from_models.py \
+	tests/unit/test_pipeline.py tests/unit/test_settings_defaults.py tests/unit/test_tables.py \
+	tests/unit/test_url_secrets_any_characters.py tests/unit/test_secrets_never_printed.py
+BESIDE_LOG := .pytest-beside.log
+
 test: setup system-test-deps kafka-jars
-	$(PY) -m pytest $(PYTEST_ARGS)
+	@rm -f $(BESIDE_LOG); \
+	nice -n 19 $(PY) -m pytest -p no:cacheprovider --basetemp=$(CURDIR)/.pytest-beside-tmp \
+	  $(UNIT_BESIDE) > $(BESIDE_LOG) 2>&1 & beside=$$!; \
+	$(PY) -m pytest $(foreach t,$(UNIT_BESIDE),--ignore=$(t)) $(PYTEST_ARGS); main=$$?; \
+	wait $$beside; side=$$?; \
+	if [ $$side -ne 0 ]; then echo "== the unit tests run beside (nice 19) failed:"; cat $(BESIDE_LOG); \
+	else echo "== the unit tests run beside (nice 19): $$(tail -n 1 $(BESIDE_LOG))"; fi; \
+	rm -rf $(CURDIR)/.pytest-beside-tmp; \
+	[ $$main -eq 0 ] && [ $$side -eq 0 ]
 
 lint: setup
 	$(VENV)/bin/ruff check .
