@@ -88,7 +88,12 @@ public class RecordingMskIamValidator implements AuthenticateCallbackHandler {
         long start = LocalDateTime.parse(query.get("X-Amz-Date"), AMZ_DATE)
                 .toInstant(ZoneOffset.UTC).toEpochMilli();
         long lifetime = start + 1000L * Long.parseLong(query.get("X-Amz-Expires"));
-        String principal = query.get("X-Amz-Credential").split("/", 2)[0];
+        // One principal for every token of a region, as MSK gives the IAM identity (the role),
+        // not its rotating access key: Kafka refuses a re-authentication that changes principal
+        // ("Cannot change principals during re-authentication"), and the test's credentials
+        // are a new key every 20 s.
+        String[] scope = query.get("X-Amz-Credential").split("/");
+        String principal = "msk-iam-" + (scope.length > 2 ? scope[2] : "unknown");
         return new OAuthBearerToken() {
             @Override public String value() { return value; }
             @Override public Set<String> scope() { return Set.of(); }
