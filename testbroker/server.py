@@ -414,21 +414,13 @@ def run_until_signalled(
     # Blocked before any thread starts, so every thread inherits the mask and the main thread
     # alone takes the signal, at once, in sigwait.
     signals = {signal.SIGTERM, signal.SIGINT}
-    # A signal that lands before the mask, or on a thread started before it (an import's), runs
-    # this handler instead of waking sigwait: kept, so it still ends the broker (a SIGINT to the
-    # group while starting once went unseen and the broker ran on, issue 41's CI run).
-    early = threading.Event()
-    for sig in signals:
-        signal.signal(sig, lambda *_: early.set())
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)
 
     def signalled(timeout_s: float) -> bool:
         # sigtimedwait returns an empty siginfo (si_signo 0), not None, when a stop (Ctrl+Z,
         # SIGSTOP) outlasted its timeout: only a signal we wait for counts.
-        if early.is_set():
-            return True
         got = signal.sigtimedwait(signals, timeout_s)
-        return early.is_set() or (got is not None and got.si_signo in signals)
+        return got is not None and got.si_signo in signals
 
     def until_signal_or_death(alive: Callable[[], bool]) -> bool:
         """True on SIGTERM/SIGINT; False if a child died unasked. Ctrl+C reaches the whole
@@ -444,6 +436,6 @@ def run_until_signalled(
             return serve_tansu(cfg, ready_file, until_signal_or_death, tansu_binary)
         if cfg.engine == "kafka":
             return serve_kafka(cfg, ready_file, until_signal_or_death)
-        return serve(cfg, ready_file, lambda: until_signal_or_death(lambda: True))
+        return serve(cfg, ready_file, lambda: signal.sigwait(signals))
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)

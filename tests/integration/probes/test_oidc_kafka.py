@@ -196,9 +196,9 @@ def test_operator_mistakes_are_one_line_and_exit_2(
 
 #: The issuer-outage test: Keycloak stopped (SIGSTOP: it hangs, as a wedged issuer does) from
 #: the probe's ready line for this long, past the refresh at 16 s and the tokens' end at 20 s.
-OUTAGE_S = 30
+OUTAGE_S = 40
 #: Seconds the probe runs after the issuer comes back.
-AFTER_S = 35
+AFTER_S = 45
 
 
 def test_issuer_outage_is_counted_and_the_probe_recovers(
