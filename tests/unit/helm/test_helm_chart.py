@@ -1161,15 +1161,13 @@ def test_archive_cap_settings(tmp_path: Path) -> None:
 # -- AWS MSK IAM (docs/deploy.md, "AWS MSK IAM") -------------------------------------------------
 
 
-def test_msk_iam_role_on_the_service_account_and_login_in_both_configs(tmp_path: Path) -> None:
+def built_configs(docs: list[dict[str, Any]]) -> tuple[Any, Any]:
+    """The probe's and the stream's config as the chart renders them into its ConfigMaps, built
+    through their models (ProbeConfig, PipelineConfig), as the pods read them."""
     from core.config import build
     from monitor.pipeline import PipelineConfig
     from probes.config import ProbeConfig
 
-    docs = render(CHART / "ci" / "msk-iam-values.yaml")
-    [sa] = [d for d in docs if d["kind"] == "ServiceAccount"]
-    role = "arn:aws:iam::123456789012:role/nines-msk"
-    assert sa["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": role}
     sections = {
         key.removesuffix(".yaml"): yaml.safe_load(body)
         for d in docs
@@ -1178,7 +1176,15 @@ def test_msk_iam_role_on_the_service_account_and_login_in_both_configs(tmp_path:
         if key in ("probe.yaml", "stream.yaml")
     }
     probe = build(ProbeConfig, sections["probe"]["probe"], prefix="probe")
-    stream = build(PipelineConfig, sections["stream"]["stream"], prefix="stream")
+    return probe, build(PipelineConfig, sections["stream"]["stream"], prefix="stream")
+
+
+def test_msk_iam_role_on_the_service_account_and_login_in_both_configs(tmp_path: Path) -> None:
+    docs = render(CHART / "ci" / "msk-iam-values.yaml")
+    [sa] = [d for d in docs if d["kind"] == "ServiceAccount"]
+    role = "arn:aws:iam::123456789012:role/nines-msk"
+    assert sa["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": role}
+    probe, stream = built_configs(docs)
     for config in (probe, stream):
         assert (config.kafka_login, config.aws_region) == ("aws-msk-iam", "eu-west-1")
     # the user's own annotations stay beside the role's; a TLS Secret means SASL_SSL here
@@ -1204,20 +1210,8 @@ def test_msk_iam_role_on_the_service_account_and_login_in_both_configs(tmp_path:
 
 
 def test_oidc_client_secret_from_a_secret_never_a_configmap(tmp_path: Path) -> None:
-    from core.config import build
-    from monitor.pipeline import PipelineConfig
-    from probes.config import ProbeConfig
-
     docs = render(CHART / "ci" / "oidc-values.yaml")
-    sections = {
-        key.removesuffix(".yaml"): yaml.safe_load(body)
-        for d in docs
-        if d["kind"] == "ConfigMap"
-        for key, body in (d.get("data") or {}).items()
-        if key in ("probe.yaml", "stream.yaml")
-    }
-    probe = build(ProbeConfig, sections["probe"]["probe"], prefix="probe")
-    stream = build(PipelineConfig, sections["stream"]["stream"], prefix="stream")
+    probe, stream = built_configs(docs)
     for config in (probe, stream):
         assert config.kafka_login == "oidc"
         assert config.kafka["sasl.oauthbearer.client.secret"] == "env:OIDC_CLIENT_SECRET"
