@@ -439,3 +439,22 @@ def wait_archived(
             return
         assert time.monotonic() < deadline, f"{got} of {want} echoes archived"
         time.sleep(1)
+
+
+def start_stream_cli(
+    bootstrap: str, config: Path, tmp: Path, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """``nines stream`` from the earliest echo with ``config`` (10 s windows, a 1 s trigger and
+    watermark, local[1]) archiving into ``tmp/archive``; the process, the archive, its log."""
+    import sys
+
+    archive, log = tmp / "archive", tmp / "stream.log"
+    with log.open("wb") as err:
+        stream = subprocess.Popen(
+            [sys.executable, "-m", "monitor", "stream", "--bootstrap", bootstrap,
+             "--config", str(config), "--windows", "10s", "--watermark", "1s", "--trigger",
+             "1s", "--starting-offsets", "earliest", "--archive", str(archive),
+             "--metrics-port", "0", "--master", "local[1]"],
+            stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT, env=env,
+        )  # fmt: skip
+    return stream, archive, log

@@ -23,7 +23,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 from aws_env import aws_env, credential_process, issued_keys, sigv4_signature, url_of
 from kafka_cluster import producer
-from probe_runs import records_of, wait_archived
+from probe_runs import records_of, start_stream_cli, wait_archived
 from real_components import require
 
 from core.echo import Echo, encode_record
@@ -93,15 +93,7 @@ def test_probe_and_stream_reach_kafka_with_tokens_refreshed_before_expiry(
         f"{stage}:\n  kafka_login: aws-msk-iam\n  aws_region: eu-west-1\n"
         f"  kafka: {{ssl.ca.location: '{cluster.oauth_ca}'}}\n" for stage in ("probe", "stream")
     ))  # fmt: skip
-    archive, log = tmp_path / "archive", tmp_path / "stream.log"
-    with log.open("wb") as err:
-        stream = subprocess.Popen(
-            [sys.executable, "-m", "monitor", "stream", "--bootstrap", cluster.oauth_bootstrap,
-             "--config", str(config), "--windows", "10s", "--watermark", "1s", "--trigger",
-             "1s", "--starting-offsets", "earliest", "--archive", str(archive),
-             "--metrics-port", "0", "--master", "local[1]"],
-            stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT, env=env,
-        )  # fmt: skip
+    stream, archive, log = start_stream_cli(cluster.oauth_bootstrap, config, tmp_path, env)
     try:
         probe = subprocess.run(
             [sys.executable, "-m", "monitor", "probe", "--bootstrap", cluster.oauth_bootstrap,

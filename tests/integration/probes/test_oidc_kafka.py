@@ -21,7 +21,14 @@ from pathlib import Path
 import pytest
 from background_keycloak import Issuer
 from kafka_cluster import producer
-from probe_runs import RATE, ProbeProcess, assert_one_echo_per_message, records_of, wait_archived
+from probe_runs import (
+    RATE,
+    ProbeProcess,
+    assert_one_echo_per_message,
+    records_of,
+    start_stream_cli,
+    wait_archived,
+)
 
 from core.echo import Echo, encode_record
 from testbroker.kraft import KraftCluster
@@ -57,21 +64,6 @@ def oidc_config(path: Path, kc: Issuer, cluster: KraftCluster, client: OidcClien
     return path
 
 
-def start_stream(
-    cluster: KraftCluster, config: Path, tmp: Path
-) -> tuple[subprocess.Popen[bytes], Path, Path]:
-    archive, log = tmp / "archive", tmp / "stream.log"
-    with log.open("wb") as err:
-        stream = subprocess.Popen(
-            [sys.executable, "-m", "monitor", "stream", "--bootstrap", cluster.oauth_bootstrap,
-             "--config", str(config), "--windows", "10s", "--watermark", "1s", "--trigger",
-             "1s", "--starting-offsets", "earliest", "--archive", str(archive),
-             "--metrics-port", "0", "--master", "local[1]"],
-            stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT,
-        )  # fmt: skip
-    return stream, archive, log
-
-
 def token_failures(port: int) -> float:
     """``nines_probe_token_failures_total{login="oidc"}`` on the probe's /metrics."""
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
@@ -88,7 +80,7 @@ def probe_and_stream_across_refreshes(
     monkeypatch.setenv(SECRET_ENV, client.secret)
     probe_id = f"oidc-{probe_s}"
     config = oidc_config(tmp / "nines.yaml", kc, cluster, client)
-    stream, archive, log = start_stream(cluster, config, tmp)
+    stream, archive, log = start_stream_cli(cluster.oauth_bootstrap, config, tmp)
     t0 = time.time()
     try:
         probe = ProbeProcess(cluster.oauth_bootstrap, probe_id, tmp, "--config", str(config),
