@@ -29,6 +29,7 @@ TIMING_SET = {
         "tests/integration/probes/test_probe_metrics_flood.py",
         "tests/integration/probes/test_probe_pressure.py",
         "tests/integration/broker/test_broker_faults.py",
+        "tests/integration/broker/test_broker_signals.py",
     ],
     "e2e": [
         "tests/e2e/test_metrics_keepalive_e2e.py",
