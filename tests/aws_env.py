@@ -34,18 +34,22 @@ def aws_env(config: Path | None = None, **extra: str) -> dict[str, str]:
 def credential_process(directory: Path, lifetime_s: float) -> tuple[Path, Path]:
     """An AWS config file whose default profile runs a ``credential_process`` issuing new keys
     (``AKIDNINES<n>``) that expire ``lifetime_s`` later, and the log of what it issued
-    (``ACCESS_KEY EXPIRATION_EPOCH_S SECRET_KEY`` per line: test keys, kept to check signatures)."""
+    (``ACCESS_KEY EXPIRATION_EPOCH_S SECRET_KEY`` per line: test keys, kept to check signatures).
+    The probe's three clients and the stream's ask at once: an issue is numbered under a lock,
+    so no two take one key name with two secrets (a loaded run of the MSK IAM test once met
+    that as a recorded signature matching neither)."""
     directory.mkdir(parents=True, exist_ok=True)
     issued = directory / "issued.log"
     script = directory / "creds.py"
     script.write_text(
         textwrap.dedent(f"""\
-        import datetime, json, secrets, time
-        log = {str(issued)!r}
-        n = sum(1 for _ in open(log)) if __import__("os").path.exists(log) else 0
-        ends = time.time() + {lifetime_s}
-        key, secret = f"AKIDNINES{{n:08d}}", secrets.token_urlsafe(30)
-        with open(log, "a") as f:
+        import datetime, fcntl, json, secrets, time
+        with open({str(issued)!r}, "a+") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)  # clients ask at once: one number per issue
+            f.seek(0)
+            n = sum(1 for _ in f)
+            ends = time.time() + {lifetime_s}
+            key, secret = f"AKIDNINES{{n:08d}}", secrets.token_urlsafe(30)
             f.write(f"{{key}} {{ends:.3f}} {{secret}}\\n")
         print(json.dumps({{"Version": 1, "AccessKeyId": key, "SecretAccessKey": secret,
             "Expiration": datetime.datetime.fromtimestamp(ends, datetime.timezone.utc)
