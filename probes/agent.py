@@ -24,7 +24,7 @@ from probes.clock import ProbeClock
 from probes.config import ProbeConfig
 from probes.consumer import ProbeConsumer
 from probes.hiccup import HiccupMeter
-from probes.manager import Admin, AdminErrors, Growable, TopicManager, ensure_topic
+from probes.manager import NO_ANSWER, Admin, AdminErrors, Growable, TopicManager, ensure_topic
 from probes.payload import probe_hash
 from probes.planner import PartitionPlanner
 from probes.producer import ProbeProducer
@@ -123,8 +123,7 @@ class ProbeAgent:
             if self._admin is None and cfg.system == "kafka":
                 self._admin = topic_admins(cfg)
         transport = self._transport
-        if cfg.manage_topic:
-            self._ensure_topics()
+        later = self._ensure_topics() if cfg.manage_topic else []
         self.planner.discover(transport)
         if self._echo_sink is None:
             from probes.kafka import echo_producer
@@ -169,6 +168,8 @@ class ProbeAgent:
                 interval_s=cfg.manage_interval,
                 errors=self.admin_errors,
             )
+            for admin, topic in later:
+                self.manager.create_when_answered(admin, topic, cfg.partitions_per_broker)
         loops = {
             "nines-send": self._send_loop,
             "nines-receive": lambda: self.consumer.receive_until(self._drained),
@@ -193,8 +194,13 @@ class ProbeAgent:
             self._server = serve(self.stats, cfg.metrics_host, cfg.metrics_port, web)
         return self
 
-    def _ensure_topics(self) -> None:
-        """``--manage-topic``: create the probe and echo topics when the clusters have none."""
+    def _ensure_topics(self) -> list[tuple[Admin, str]]:
+        """``--manage-topic``: create the probe and echo topics when the clusters have none.
+
+        A cluster that accepts connections and says nothing does not stop the start (the
+        planner says it in one line and probes from when it answers): the topics it kept from
+        being created are returned, for the topic manager to create once it answers.
+        """
         from core.config import ConfigError
 
         cfg = self.config
@@ -202,18 +208,27 @@ class ProbeAgent:
             raise ConfigError("manage_topic: needs a Kafka transport (the probe's topic admin)")
         probed, echo = self._admin
         per_broker, rf = cfg.partitions_per_broker, cfg.replication_factor
+        later: list[tuple[Admin, str]] = []
         why = ensure_topic(probed, cfg.topic, per_broker, rf, self.admin_errors)
-        if why is not None:
+        if why == NO_ANSWER:
+            later.append((probed, cfg.topic))
+        elif why is not None:
             raise ConfigError(f"topic: {cfg.topic!r} is missing on {cfg.bootstrap}: {why}")
-        why = ensure_topic(echo, cfg.echo_topic, per_broker, rf, self.admin_errors)
+        silent = why == NO_ANSWER and echo is probed
+        errors = self.admin_errors
+        why = None if silent else ensure_topic(echo, cfg.echo_topic, per_broker, rf, errors)
+        if silent or why == NO_ANSWER:
+            later.append((echo, cfg.echo_topic))
         if why is not None:  # probing goes on; the echo records it cannot deliver are counted
             log.warning(
                 "echo topic %s is missing on %s: %s (the probe goes on; its echo records wait in "
-                "the echo buffer, then are dropped and counted)",
+                "the echo buffer, then are dropped and counted%s)",
                 cfg.echo_topic,
                 cfg.echo_bootstrap or cfg.bootstrap,
                 why,
+                "; it is created once the cluster answers" if why == NO_ANSWER else "",
             )
+        return later
 
     def _probe_new(self, partitions: list[int]) -> None:
         """Probe partitions that appeared while probing: read them back first, then send."""

@@ -40,6 +40,8 @@ log = logging.getLogger("nines.probe")
 MAX_BACKOFF_S = 3600.0
 #: How long a created topic may take to show a leader for every partition.
 CREATED_WAIT_S = 10.0
+#: :func:`ensure_topic`'s reason when the cluster accepted the connection and said nothing.
+NO_ANSWER = "no answer"
 
 
 class Admin(Protocol):
@@ -124,7 +126,7 @@ def ensure_topic(
     """
     found = admin.survey(topic)
     if found is None:
-        return "no answer"
+        return NO_ANSWER
     if found.exists:
         return None
     partitions = initial_partitions(len(found.brokers), per_broker)
@@ -174,6 +176,13 @@ class TopicManager:
         self._capped = False
         #: Brokers the partitions being added would have the probe probe.
         self._unled: list[int] = []
+        #: Topics to create once their cluster answers: (admin, topic, partitions per broker).
+        self._later: list[tuple[Admin, str, int]] = []
+
+    def create_when_answered(self, admin: Admin, topic: str, per_broker: int) -> None:
+        """``--manage-topic`` on a cluster that was silent at start: create ``topic`` at the
+        first survey it answers (the probe topic's partitions are then probed as they appear)."""
+        self._later.append((admin, topic, per_broker))
 
     def tick(self, now_s: float) -> None:
         """Probe the partitions the leader refresh found, settle the call in flight, then survey
@@ -191,9 +200,24 @@ class TopicManager:
         found = self.admin.survey(self.topic, known=True)  # the probe is probing it
         if found is None:
             return
+        if self._later and self._create_later():
+            self._next_s = now_s  # survey at once: the created topic's partitions are probed
+            return
         self._probe(self.planner.grow(found))  # managed or not: every partition is probed
         if self.manage:
             self._act(found, now_s)
+
+    def _create_later(self) -> bool:
+        """Create the topics a silent cluster kept from being created at start, now that it
+        answers; whether any was. A refusal is counted and said (:class:`AdminErrors`), and
+        tried again at the next survey."""
+        created = False
+        for item in list(self._later):
+            admin, topic, per_broker = item
+            if ensure_topic(admin, topic, per_broker, self.replication_factor, self.errors) is None:
+                self._later.remove(item)
+                created = True
+        return created
 
     def _probe(self, new: list[int]) -> bool:
         """Hand partitions that appeared to ``on_new``; whether there were any."""
@@ -203,6 +227,8 @@ class TopicManager:
         return bool(new)
 
     def _act(self, found: Survey, now_s: float) -> None:
+        if not found.exists:  # deleted: partitions cannot be added (nor is it re-created)
+            return
         if self.rebalance:
             elect = preferred_elections(found)
             if elect:

@@ -1,6 +1,7 @@
 """A cluster that accepts connections and never answers does not stop ``nines probe``: it starts,
 says so in one line, exports how long the cluster has been silent, keeps asking, and probes
-every partition once the cluster answers.
+every partition once the cluster answers; with ``--manage-topic`` it creates the missing probe
+topic then.
 
 The silent cluster is a plain listening socket in front of the session's mock cluster: it holds
 each connection without a byte in reply until ``answer()``, which drops what it held (as a
@@ -18,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from kafka_cluster import Cluster
 from probe_runs import RATE, ProbeProcess
 
@@ -90,13 +92,19 @@ def scrape(port: int) -> dict[str, float]:
     return out
 
 
+@pytest.mark.parametrize("manage", [False, True], ids=["topic-exists", "manage-topic"])
 def test_a_probe_starts_on_a_cluster_that_never_answers_and_probes_once_it_does(
-    broker: Cluster, tmp_path: Path
+    request: pytest.FixtureRequest, tmp_path: Path, manage: bool
 ) -> None:
+    # managed on Apache Kafka: it auto-creates no topic (the mock makes one on a producer's ask)
+    broker: Cluster = request.getfixturevalue("kafka_broker" if manage else "broker")
     silent = SilentThenForward(broker.bootstrap)
-    probe = ProbeProcess(f"127.0.0.1:{silent.port}", f"silent-{uuid.uuid4().hex[:6]}", tmp_path)
+    name = f"silent-{uuid.uuid4().hex[:6]}"
+    # managed: a topic the cluster does not have yet, created once it answers
+    topic, args = (name, ("--manage-topic", "--topic", name)) if manage else ("nines.probe", ())
+    probe = ProbeProcess(f"127.0.0.1:{silent.port}", name, tmp_path, *args)
     age = 'nines_probe_metadata_age_seconds{cluster="default"}'
-    exists = 'nines_probe_topic_exists{cluster="default",topic="nines.probe"}'
+    exists = f'nines_probe_topic_exists{{cluster="default",topic="{topic}"}}'
     try:
         until(lambda: SILENT_LINE in probe.stderr(), probe.stderr)
         until(lambda: age in scrape(probe.port), probe.stderr)  # it runs, /metrics answers
@@ -115,7 +123,7 @@ def test_a_probe_starts_on_a_cluster_that_never_answers_and_probes_once_it_does(
             lambda: all(
                 scrape(probe.port).get(
                     f'nines_probe_received_total{{cluster="default",partition="{p}",'
-                    'topic="nines.probe"}',
+                    f'topic="{topic}"}}',
                     0,
                 )
                 >= RATE
@@ -124,7 +132,9 @@ def test_a_probe_starts_on_a_cluster_that_never_answers_and_probes_once_it_does(
             lambda: (scrape(probe.port), probe.stderr()),
         )
         assert scrape(probe.port)[age] < 5
-        assert "probing new partitions [0, 1, 2] of nines.probe" in probe.stderr()
+        assert f"probing new partitions [0, 1, 2] of {topic}" in probe.stderr()
+        if manage:
+            assert f"created {topic}: 3 partitions" in probe.stderr()
         totals = probe.stop()
     finally:
         probe.kill()
