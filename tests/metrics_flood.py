@@ -12,7 +12,9 @@ Each connection is one of:
 - ``hello``: sends a whole TLS ClientHello at once, then nothing (stopped mid-handshake);
 - ``churn``: sends a whole TLS ClientHello, reads the server's first flight (the server has
   done its signature, the expensive part) and drops the connection at once, then reopens it: a
-  CPU attack, each connection a signature, as fast as the server signs.
+  CPU attack, each connection a signature, as fast as the server signs;
+- ``slowread`` (plain HTTP): sends a whole ``GET /metrics`` and reads the answer 8 bytes every
+  ``trickle_s`` through a small receive buffer: a reader that holds the server's writer.
 
 A connection the server cuts is reopened ``reopen_s`` later, as an attacker would (``churn``:
 ``churn_s`` after it dropped it); the flood is bounded in time (``duration_s``) and in
@@ -52,6 +54,9 @@ SLOW_HEAD = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 4000
 LINGER_RESET = struct.pack("ii", 1, 0)
 #: Distinct ClientHellos a TLS flood sends in turn.
 HELLOS = 16
+#: What a ``slowread`` connection asks, and the bytes it takes per ``trickle_s``.
+SLOW_READ_REQUEST = b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: identity\r\n\r\n"
+SLOW_READ_BYTES = 8
 
 
 def client_hello() -> bytes:
@@ -193,6 +198,8 @@ class Flood:
         if self.seen["opened"] >= self.max_opens:
             return None
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if kind == "slowread":  # the kernel's least: the server's writes block early
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
         sock.setblocking(False)
         code = sock.connect_ex((HOST, self.port))
         if code not in (0, errno.EINPROGRESS):
@@ -229,6 +236,11 @@ class Flood:
                         events = selectors.EVENT_READ  # refused: handled as cut below
                     else:
                         sel.modify(c.sock, selectors.EVENT_READ, c)
+                        if c.kind == "slowread":  # read on the trickle's beat alone
+                            sel.unregister(c.sock)
+                            with contextlib.suppress(OSError):
+                                c.sock.send(SLOW_READ_REQUEST)
+                            continue
                         if c.kind in ("hello", "churn"):
                             with contextlib.suppress(OSError):
                                 c.sock.send(self._payload(c.kind))
@@ -258,6 +270,20 @@ class Flood:
                         live[id(c)] = c
             if now >= next_trickle:
                 next_trickle = now + self.trickle_s
+                for c in [c for c in live.values() if c.kind == "slowread" and c.connected]:
+                    try:
+                        n = len(c.sock.recv(SLOW_READ_BYTES))
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        n = 0
+                    if n:
+                        self.seen["slow_read_bytes"] += n
+                        continue
+                    self.seen["cut"] += 1
+                    c.sock.close()
+                    del live[id(c)]
+                    reopen.append((now + self.reopen_s, c.kind, c.slot))
                 for c in list(live.values()):
                     if c.kind == "trickle" and c.connected:
                         payload = self._payload("trickle")
@@ -447,6 +473,7 @@ def main() -> int:
     p.add_argument("--hello", type=int, default=0, help="mid-handshake connections (TLS)")
     p.add_argument("--churn", type=int, default=0, help="ClientHello, drop, reopen (TLS)")
     p.add_argument("--churn-s", type=float, default=0.0, help="seconds before a churn reopens")
+    p.add_argument("--slowread", type=int, default=0, help="GET, read 8 B/s (plain HTTP)")
     p.add_argument("--tls", type=Path, help="a directory for throwaway TLS material")
     p.add_argument("--key", choices=["rsa", "ec"], default="rsa", help="the server's key (TLS)")
     p.add_argument("--tickets", type=int, default=None, help="session tickets the server issues")
@@ -454,6 +481,7 @@ def main() -> int:
     p.add_argument("--scrapers", default="fresh,kept", help="fresh and/or kept (keep-alive)")
     p.add_argument("--seconds", type=float, default=15.0)
     p.add_argument("--reopen-s", type=float, default=0.5)
+    p.add_argument("--count-from-s", type=float, default=1.0, help="scrapes counted from then")
     args = p.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import runtime.webserver as ws
@@ -463,7 +491,7 @@ def main() -> int:
     if args.turn_s is not None:
         ws.TURN_S = args.turn_s
 
-    raise_own_open_files(args.idle + args.trickle + args.hello + args.churn + 200)
+    raise_own_open_files(args.idle + args.trickle + args.hello + args.churn + args.slowread + 200)
     web, ca = None, None
     if args.tls:
         from tls_material import make_tls
@@ -482,7 +510,8 @@ def main() -> int:
     if args.tickets is not None and server._tls is not None:
         server._tls.num_tickets = args.tickets
     pid = os.getpid()
-    kinds = {"idle": args.idle, "trickle": args.trickle, "hello": args.hello, "churn": args.churn}
+    kinds = {"idle": args.idle, "trickle": args.trickle, "hello": args.hello, "churn": args.churn,
+             "slowread": args.slowread}  # fmt: skip
     flood = Flood(server.port, {k: n for k, n in kinds.items() if n}, args.seconds + 10,
                   reopen_s=args.reopen_s, tls=web is not None, churn_s=args.churn_s,
                   max_opens=10**7)  # fmt: skip
@@ -495,7 +524,7 @@ def main() -> int:
     time.sleep(1.0)
     cpu0, t0 = _cpu_s(pid), time.monotonic()
     flood.start()
-    time.sleep(1.0)
+    time.sleep(args.count_from_s)
     for scraper in scrapers.values():
         scraper.reset()
     threads = 0
