@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -95,6 +96,33 @@ class Mixture:
 
 def run_cli(argv: list[str], timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
+
+
+def until(
+    check: Callable[[], bool], why: Callable[[], object] = str, timeout_s: float = 60.0
+) -> None:
+    """Poll ``check`` (every 0.1 s) until it holds; fail with ``why()`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"condition not met in time: {why()}"
+        time.sleep(0.1)
+
+
+def probe_metrics(port: int, missing_ok: bool = False) -> dict[str, float]:
+    """A probe's /metrics as ``name{labels}`` → value (``missing_ok``: {} while it does not
+    answer yet)."""
+    try:
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+    except OSError:
+        if not missing_ok:
+            raise
+        return {}
+    out = {}
+    for line in body.decode().splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
 
 
 def received_total(port: int) -> int:

@@ -17,23 +17,13 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
 
 from confluent_kafka.admin import AdminClient
-from probe_runs import RATE, assert_one_echo_per_message, records_of
+from probe_runs import RATE, assert_one_echo_per_message, records_of, until
 
 import probes.agent
 from probes import ProbeAgent, ProbeConfig
 from testbroker import EmbeddedBroker
-
-
-def until(
-    check: Callable[[], bool], timeout_s: float = 60.0, why: Callable[[], object] = str
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"condition not met in time: {why()}"
-        time.sleep(0.1)
 
 
 def threads_now() -> str:

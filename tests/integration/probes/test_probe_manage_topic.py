@@ -13,12 +13,11 @@ import math
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
+from probe_runs import probe_metrics, until
 
 from probes import ProbeAgent, ProbeConfig
 from testbroker import EmbeddedBroker
@@ -26,24 +25,6 @@ from testbroker.ports import free_port
 
 UNSUPPORTED = ("create_partitions", "_UNSUPPORTED_FEATURE")
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def until(check: Callable[[], bool], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-
-
-def scrape(port: int) -> dict[str, float]:
-    """The probe's /metrics as name{labels} → value."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
 
 
 def sent(agent: ProbeAgent) -> int:
@@ -69,16 +50,16 @@ def test_joined_broker_is_visible_and_a_refused_create_partitions_is_counted() -
         ).start()
         started = time.monotonic()
         try:
-            until(lambda: agent.stats()["admin_errors"].get(UNSUPPORTED, 0) >= 1)
+            until(lambda: agent.stats()["admin_errors"].get(UNSUPPORTED, 0) >= 1, timeout_s=20)
             stats = agent.stats()
             assert (stats["brokers"], stats["brokers_unprobed"]) == (2, 1)
 
             assert cluster.add_broker() == 3
             cluster.set_leader("nines.probe", 0, 1)  # the mock re-placed replicas and leaders
-            until(lambda: agent.stats()["brokers"] == 3)
-            until(lambda: agent.stats()["brokers_unprobed"] == 2)
+            until(lambda: agent.stats()["brokers"] == 3, timeout_s=20)
+            until(lambda: agent.stats()["brokers_unprobed"] == 2, timeout_s=20)
 
-            metrics = scrape(port)
+            metrics = probe_metrics(port)
             assert metrics['nines_probe_brokers{cluster="mt"}'] == 3
             assert metrics['nines_probe_brokers_unprobed{cluster="mt"}'] == 2
             refused = (

@@ -41,8 +41,9 @@ def cli_probes(tmp_path: Path) -> Iterator[Callable[..., ProbeProcess]]:
     started: list[ProbeProcess] = []
 
     def start(bootstrap: str, probe_id: str, *args: str) -> ProbeProcess:
-        argv = ("--shutdown-timeout", SHUTDOWN_TIMEOUT, *args)
-        started.append(ProbeProcess(bootstrap, probe_id, tmp_path, *argv))
+        config = tmp_path / "shutdown.yaml"  # a config file's key: the CLI has no flag for it
+        config.write_text(f"probe:\n  shutdown_timeout: {SHUTDOWN_TIMEOUT}\n")
+        started.append(ProbeProcess(bootstrap, probe_id, tmp_path, "--config", str(config), *args))
         return started[-1]
 
     yield start

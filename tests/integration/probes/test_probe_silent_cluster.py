@@ -13,15 +13,12 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-import time
-import urllib.request
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from kafka_cluster import Cluster
-from probe_runs import RATE, ProbeProcess
+from probe_runs import RATE, ProbeProcess, probe_metrics, until
 
 SILENT_LINE = "accepted the connection but sent no metadata in 5 s"
 
@@ -72,26 +69,6 @@ def pump(src: socket.socket, dst: socket.socket) -> None:
             s.shutdown(socket.SHUT_RDWR)
 
 
-def until(check: Callable[[], bool], why: Callable[[], object], timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"condition not met in time: {why()}"
-        time.sleep(0.2)
-
-
-def scrape(port: int) -> dict[str, float]:
-    try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
-    except OSError:
-        return {}
-    out = {}
-    for line in text.decode().splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
-
-
 @pytest.mark.parametrize("manage", [False, True], ids=["topic-exists", "manage-topic"])
 def test_a_probe_starts_on_a_cluster_that_never_answers_and_probes_once_it_does(
     request: pytest.FixtureRequest, tmp_path: Path, manage: bool
@@ -105,23 +82,27 @@ def test_a_probe_starts_on_a_cluster_that_never_answers_and_probes_once_it_does(
     probe = ProbeProcess(f"127.0.0.1:{silent.port}", name, tmp_path, *args)
     age = 'nines_probe_metadata_age_seconds{cluster="default"}'
     exists = f'nines_probe_topic_exists{{cluster="default",topic="{topic}"}}'
+
+    def scrape() -> dict[str, float]:
+        return probe_metrics(probe.port, missing_ok=True)
+
     try:
         until(lambda: SILENT_LINE in probe.stderr(), probe.stderr)
-        until(lambda: age in scrape(probe.port), probe.stderr)  # it runs, /metrics answers
-        first = scrape(probe.port)
+        until(lambda: age in scrape(), probe.stderr)  # it runs, /metrics answers
+        first = scrape()
         assert first[exists] == 0 and first[age] >= 5, first
         # it keeps asking, the cluster keeps silent: the age grows, nothing else is said
-        until(lambda: scrape(probe.port)[age] >= first[age] + 3, probe.stderr)
+        until(lambda: scrape()[age] >= first[age] + 3, probe.stderr)
         assert probe.proc.poll() is None, probe.stderr()
         lines = probe.stderr().splitlines()
         assert len([line for line in lines if SILENT_LINE in line]) == 1, lines
         assert "Traceback" not in probe.stderr() and "rdkafka" not in probe.stderr()
 
         silent.answer()  # every partition is probed from then on
-        until(lambda: scrape(probe.port).get(exists) == 1, probe.stderr)
+        until(lambda: scrape().get(exists) == 1, probe.stderr)
         until(
             lambda: all(
-                scrape(probe.port).get(
+                scrape().get(
                     f'nines_probe_received_total{{cluster="default",partition="{p}",'
                     f'topic="{topic}"}}',
                     0,
@@ -129,9 +110,9 @@ def test_a_probe_starts_on_a_cluster_that_never_answers_and_probes_once_it_does(
                 >= RATE
                 for p in (0, 1, 2)
             ),
-            lambda: (scrape(probe.port), probe.stderr()),
+            lambda: (scrape(), probe.stderr()),
         )
-        assert scrape(probe.port)[age] < 5
+        assert scrape()[age] < 5
         assert f"probing new partitions [0, 1, 2] of {topic}" in probe.stderr()
         if manage:
             assert f"created {topic}: 3 partitions" in probe.stderr()

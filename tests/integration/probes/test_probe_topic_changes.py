@@ -8,33 +8,13 @@ from __future__ import annotations
 
 import re
 import time
-import urllib.request
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewPartitions
-from probe_runs import ProbeProcess
+from probe_runs import ProbeProcess, probe_metrics, until
 
 from testbroker import EmbeddedBroker
-
-
-def until(check: Callable[[], bool], why: Callable[[], object], timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"condition not met in time: {why()}"
-        time.sleep(0.2)
-
-
-def scrape(port: int) -> dict[str, float]:
-    """The probe's /metrics as name{labels} → value."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
 
 
 def received(metrics: dict[str, float]) -> dict[int, float]:
@@ -59,7 +39,7 @@ def test_partitions_added_and_the_topic_deleted_and_recreated_under_a_probe(
     started = time.monotonic()
     try:
         probe.ready()
-        m = scrape(probe.port)
+        m = probe_metrics(probe.port)
         assert (
             m[f"nines_probe_topic_exists{gauge}"],
             m[f"nines_probe_partitions_unprobed{gauge}"],
@@ -68,10 +48,10 @@ def test_partitions_added_and_the_topic_deleted_and_recreated_under_a_probe(
         # 2 → 4 partitions, by someone else: the probe reads 2 and 3 back and probes them
         admin.create_partitions([NewPartitions(topic, 4)])[topic].result(30)
         until(
-            lambda: all(received(scrape(probe.port)).get(p, 0) >= 20 for p in (2, 3)),
-            lambda: (scrape(probe.port), probe.stderr()),
+            lambda: all(received(probe_metrics(probe.port)).get(p, 0) >= 20 for p in (2, 3)),
+            lambda: (probe_metrics(probe.port), probe.stderr()),
         )
-        assert scrape(probe.port)[f"nines_probe_partitions_unprobed{gauge}"] == 0
+        assert probe_metrics(probe.port)[f"nines_probe_partitions_unprobed{gauge}"] == 0
         # one line (another only if reading them back failed and was tried again)
         assert f"probing new partitions [2, 3] of {topic}" in probe.stderr()
         grown_s = time.monotonic() - started
@@ -79,7 +59,7 @@ def test_partitions_added_and_the_topic_deleted_and_recreated_under_a_probe(
         # deleted: one line, the gauge at 0, the probe runs on
         admin.delete_topics([topic], operation_timeout=30)[topic].result(60)
         until(
-            lambda: scrape(probe.port)[f"nines_probe_topic_exists{gauge}"] == 0,
+            lambda: probe_metrics(probe.port)[f"nines_probe_topic_exists{gauge}"] == 0,
             lambda: probe.stderr(),
         )
         assert probe.stderr().count(f"{topic}: the cluster has no such topic now") == 1
@@ -94,13 +74,13 @@ def test_partitions_added_and_the_topic_deleted_and_recreated_under_a_probe(
 
         until(recreate, lambda: "topic not created again")
         until(
-            lambda: scrape(probe.port)[f"nines_probe_topic_exists{gauge}"] == 1,
+            lambda: probe_metrics(probe.port)[f"nines_probe_topic_exists{gauge}"] == 1,
             lambda: probe.stderr(),
         )
-        before = received(scrape(probe.port))
+        before = received(probe_metrics(probe.port))
         until(
-            lambda: all(received(scrape(probe.port))[p] >= before[p] + 20 for p in range(4)),
-            lambda: (before, scrape(probe.port), probe.stderr()),
+            lambda: all(received(probe_metrics(probe.port))[p] >= before[p] + 20 for p in range(4)),
+            lambda: (before, probe_metrics(probe.port), probe.stderr()),
         )
         err = probe.stderr()
         assert err.count(f"{topic}: the cluster has no such topic now") == 1

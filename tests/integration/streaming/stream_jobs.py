@@ -20,6 +20,7 @@ from core.windows import WindowHistogram
 from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
 from streaming.job import StreamJob
+from testkit.archive import read_windows
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -60,6 +61,35 @@ def push(bootstrap: str, topic: str, at: int) -> None:
     prod = producer(bootstrap)
     prod.produce(topic, value=encode_record(echo))
     prod.flush()
+
+
+def archived(archive: Path) -> list[Any]:
+    """The data windows of :func:`send`'s topic ``t`` in ``archive`` (none before it exists)."""
+    if not archive.exists():
+        return []
+    return [w for w in read_windows(archive) if w.series.topic == "t" and w.series.kind == "e2e"]
+
+
+def assert_exactly_once(windows: list[Any], expected: Counter[int]) -> None:
+    """Each (window, partition) archived once, and each window's echoes those :func:`send`
+    counted: nothing lost, nothing twice, across whatever stopped the job."""
+    seen = Counter((w.window_start_us, w.series.partition) for w in windows)
+    assert max(seen.values()) == 1, "a window was archived twice"
+    got: Counter[int] = Counter()
+    for w in windows:
+        got[w.window_start_us] += w.hist.total
+    assert got == expected
+
+
+def wait_running(
+    predicate: Callable[[], object], proc: subprocess.Popen[bytes], log: Path, timeout_s: float
+) -> None:
+    """Until ``predicate()``, while the job runs: its exit or the timeout fails with its log."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
+        assert time.monotonic() < deadline, "timed out: " + log.read_text(errors="replace")[-3000:]
+        time.sleep(0.5)
 
 
 def job_config(bootstrap: str, topic: str, **overrides: Any) -> StreamConfig:

@@ -22,7 +22,8 @@ from typing import Any
 
 from full_disk import fill, grow, tmpfs
 from kafka_cluster import unique_topic
-from stream_jobs import push, send, stream_cli
+from stream_jobs import archived as archived_e2e
+from stream_jobs import assert_exactly_once, push, send, stream_cli
 from test_stream_failures import TRACES
 
 from testkit.archive import read_windows
@@ -108,12 +109,4 @@ def test_a_full_disk_stops_in_one_line_and_the_restart_is_exactly_once(
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(30)
-        windows = [
-            w for w in read_windows(archive) if w.series.topic == "t" and w.series.kind == "e2e"
-        ]
-    seen = Counter((w.window_start_us, w.series.partition) for w in windows)
-    assert max(seen.values()) == 1, "a window was archived twice"
-    got: Counter[int] = Counter()
-    for w in windows:
-        got[w.window_start_us] += w.hist.total
-    assert got == expected
+    assert_exactly_once(archived_e2e(archive), expected)

@@ -12,22 +12,19 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kafka_cluster import producer, unique_topic
 from pyspark.sql.streaming.datasource import ReadAllAvailable
-from stream_jobs import push, send, stream_cli
+from stream_jobs import archived, assert_exactly_once, push, send, stream_cli, wait_running
 from test_stream_source import T0, echo, read_all, reader
 
 from streaming.resets import RESETS, TOPIC_ID, partition_offsets
 from testbroker import EmbeddedBroker
-from testkit.archive import read_windows
 
 
 def recreate(cluster: EmbeddedBroker, topic: str, partitions: int) -> None:
@@ -118,16 +115,6 @@ def offsets_read(ckpt: Path) -> dict[str, int]:
     return partition_offsets(json.loads(lines[2]))
 
 
-def wait_until(predicate: Any, proc: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError("timed out: " + log.read_text(errors="replace")[-3000:])
-
-
 def scrape(log: Path) -> str:
     port = re.search(r"/metrics on [^:\s]+:(\d+)", log.read_text(errors="replace"))
     assert port, log.read_text(errors="replace")[-3000:]
@@ -146,16 +133,16 @@ def test_nines_stream_says_counts_and_reads_a_recreated_echo_topic_exactly_once(
     proc = stream_cli(kafka_broker.bootstrap, topic, tmp_path, log)
     began = time.monotonic()
     try:
-        wait_until(lambda: sum(offsets_read(tmp_path / "ckpt").values()) == 600, proc, log, 180)
+        wait_running(lambda: sum(offsets_read(tmp_path / "ckpt").values()) == 600, proc, log, 180)
         old = offsets_read(tmp_path / "ckpt")
         recreate(kafka_broker, topic, 2)
         # the next 6 s of echoes, all in the new topic's log (fewer than the old one held)
         send(kafka_broker.bootstrap, topic, range(600, 900), t0, expected)
         push(kafka_broker.bootstrap, topic, t0 + 600_000_000)  # closes every window
         windows = set(expected)
-        closed = lambda: windows <= {w.window_start_us for w in archived(tmp_path)}  # noqa: E731
-        wait_until(closed, proc, log, 180)
-        wait_until(lambda: "nines_offsets_reset_total{" in scrape(log), proc, log, 30)
+        closed = lambda: windows <= {w.window_start_us for w in archived(tmp_path / "archive")}  # noqa: E731
+        wait_running(closed, proc, log, 180)
+        wait_running(lambda: "nines_offsets_reset_total{" in scrape(log), proc, log, 30)
         metrics = scrape(log)
         os.killpg(proc.pid, signal.SIGTERM)
         assert proc.wait(60) == 0
@@ -173,18 +160,7 @@ def test_nines_stream_says_counts_and_reads_a_recreated_echo_topic_exactly_once(
         assert f'nines_offsets_reset_total{{partition="{p}",topic="{topic}"}} 1.0' in metrics
     assert f'nines_data_loss_offsets_total{{partition="0",topic="{topic}"}}' not in metrics
     # every echo, old topic's and new's, in its window exactly once
-    got = archived(tmp_path)
-    seen = Counter((w.window_start_us, w.series.partition) for w in got)
-    assert max(seen.values()) == 1, "a window was archived twice"
-    totals: Counter[int] = Counter()
-    for w in got:
-        totals[w.window_start_us] += w.hist.total
-    assert totals == expected
+    got = archived(tmp_path / "archive")
+    assert_exactly_once(got, expected)
     assert 'nines_late_echoes_total{cluster="c",partition="0",topic="t"}' not in metrics
     print(f"recreate under a running stream: {took:.1f} s")
-
-
-def archived(tmp: Path) -> list[Any]:
-    return [
-        w for w in read_windows(tmp / "archive") if w.series.topic == "t" and w.series.kind == "e2e"
-    ]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_cluster import producer, unique_topic
+from stream_jobs import archived, assert_exactly_once
 
 from core.echo import Echo, encode_record
 from testkit.archive import read_windows
@@ -116,14 +117,4 @@ def test_sigkill_and_restart_counts_every_echo_once(any_broker: Any, tmp_path: P
     finally:
         if proc.poll() is None:
             proc.kill()
-    windows = [
-        w
-        for w in read_windows(tmp_path / "archive")
-        if w.series.topic == "t" and w.series.kind == "e2e"
-    ]
-    seen = Counter((w.window_start_us, w.series.partition) for w in windows)
-    assert max(seen.values()) == 1, "a window was archived twice"
-    got: Counter[int] = Counter()
-    for w in windows:
-        got[w.window_start_us] += w.hist.total
-    assert got == expected
+    assert_exactly_once(archived(tmp_path / "archive"), expected)

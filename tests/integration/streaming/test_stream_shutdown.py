@@ -18,23 +18,21 @@ from pathlib import Path
 from typing import Any
 
 from kafka_cluster import unique_topic
-from stream_jobs import Collector, job_config, push, send, stream_cli
+from stream_jobs import (
+    Collector,
+    archived,
+    assert_exactly_once,
+    job_config,
+    push,
+    send,
+    stream_cli,
+    wait_running,
+)
 
 from streaming.job import StreamJob
-from testkit.archive import read_windows
 
 #: What must never follow a signal in the job's log.
 TRACES = ("Traceback", "Exception", "ERROR", "\tat org.apache")
-
-
-def wait_for(predicate: Any, proc: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError("timed out: " + log.read_text(errors="replace")[-3000:])
 
 
 def stop_group(proc: subprocess.Popen[bytes], sig: signal.Signals, log: Path) -> float:
@@ -51,22 +49,6 @@ def stop_group(proc: subprocess.Popen[bytes], sig: signal.Signals, log: Path) ->
     return took
 
 
-def archived(tmp: Path) -> list[Any]:
-    return [
-        w for w in read_windows(tmp / "archive") if w.series.topic == "t" and w.series.kind == "e2e"
-    ]
-
-
-def exactly_once(tmp: Path, expected: Counter[int]) -> None:
-    windows = archived(tmp)
-    seen = Counter((w.window_start_us, w.series.partition) for w in windows)
-    assert max(seen.values()) == 1, "a window was archived twice"
-    got: Counter[int] = Counter()
-    for w in windows:
-        got[w.window_start_us] += w.hist.total
-    assert got == expected
-
-
 def test_sigterm_and_sigint_to_the_group_exit_0_and_restart_exactly_once(
     broker: Any, tmp_path: Path
 ) -> None:
@@ -77,18 +59,19 @@ def test_sigterm_and_sigint_to_the_group_exit_0_and_restart_exactly_once(
     send(broker.bootstrap, topic, range(0, 1500), t0, expected)  # 30 s of echoes
     proc = stream_cli(broker.bootstrap, topic, tmp_path, log)
     try:
-        wait_for(lambda: len(archived(tmp_path)) >= 4, proc, log, 180)
+        wait_running(lambda: len(archived(tmp_path / "archive")) >= 4, proc, log, 180)
         sigterm_s = stop_group(proc, signal.SIGTERM, log)
         send(broker.bootstrap, topic, range(1500, 3000), t0, expected)  # while it is down
         push(broker.bootstrap, topic, t0 + 600_000_000)
         proc = stream_cli(broker.bootstrap, topic, tmp_path, log)
         windows = set(expected)
-        wait_for(lambda: windows <= {w.window_start_us for w in archived(tmp_path)}, proc, log, 180)
+        closed = lambda: windows <= {w.window_start_us for w in archived(tmp_path / "archive")}  # noqa: E731
+        wait_running(closed, proc, log, 180)
         sigint_s = stop_group(proc, signal.SIGINT, log)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    exactly_once(tmp_path, expected)
+    assert_exactly_once(archived(tmp_path / "archive"), expected)
     print(f"stop after SIGTERM {sigterm_s:.1f} s, after SIGINT {sigint_s:.1f} s")
 
 
@@ -122,7 +105,8 @@ def test_an_abandoned_batch_is_replayed_exactly_once(
     first = StreamJob(config, spark, on_batch=slow).start()
     try:
         assert in_flight.wait(180), first.query.exception()
-        assert archived(tmp_path), "the batch in flight wrote its archive before its commit"
+        # the batch in flight wrote its archive before its commit
+        assert archived(tmp_path / "archive")
         stopper = threading.Thread(target=first.stop, kwargs={"grace_s": 0.5})
         stopper.start()
         time.sleep(2)  # the stop gave up waiting and stops the query under the batch
@@ -141,7 +125,7 @@ def test_an_abandoned_batch_is_replayed_exactly_once(
     second = StreamJob(config, spark, on_batch=collected).start()
     try:
         collected.wait(
-            lambda c: set(expected) <= {w.window_start_us for w in archived(tmp_path)},
+            lambda c: set(expected) <= {w.window_start_us for w in archived(tmp_path / "archive")},
             180,
             job=second,
         )
@@ -152,4 +136,4 @@ def test_an_abandoned_batch_is_replayed_exactly_once(
     else:  # abandoned: the restart runs it again, rewriting its archive file
         assert min(collected.ids) == abandoned[0], (abandoned, collected.ids)
     print(f"batch {abandoned[0]} at the stop: {'committed' if committed else 'abandoned'}")
-    exactly_once(tmp_path, expected)
+    assert_exactly_once(archived(tmp_path / "archive"), expected)
