@@ -246,7 +246,7 @@ class Renderer:
         """The body of ``fmt`` (``TEXT`` or ``PROTOBUF``) in parts, the same tuple until
         something changes: what the server sends, compressing a part that stayed the same object
         (a resolution's chunk) only once (``core.gzip_parts``). Only the copies are taken under
-        the state lock: joining the lines (70 MB at 10,000 partitions) happens outside it."""
+        the state lock: joining the lines (tens of MB at the series cap) happens outside it."""
         c = self.collectors
         with self.locks.render():
             with self.locks.state():
