@@ -74,7 +74,8 @@ def make_tls(directory: Path, days: int = 2) -> TlsFiles:
     (the server key RSA for the ECDHE-RSA suites, keys unencrypted PKCS#8) under ``directory``."""
     trustme = _trustme()
     directory.mkdir(parents=True, exist_ok=True)
-    ca = trustme.CA(organization_unit_name="nines-test-ca")  # ECDSA: the leaf key sets the suites
+    # RSA as the leaf: a key paired with the wrong certificate is then a mismatch, not a type error
+    ca = trustme.CA(key_type=trustme.KeyType.RSA, organization_unit_name="nines-test-ca")
     ca_cert = directory / "ca.crt"
     ca_cert.write_bytes(ca.cert_pem.bytes())
     ca_key = _write_key(directory / "ca.key", ca.private_key_pem.bytes())
