@@ -92,7 +92,7 @@ UNIT_BESIDE := tests/unit/streaming tests/unit/archive tests/unit/core tests/uni
 	tests/unit/dashboards tests/unit/helm tests/unit/kafkautil tests/unit/bench tests/unit/repo \
 	tests/unit/broker tests/unit/test_bad_inputs.py tests/unit/test_cli.py \
 	tests/unit/test_compare.py tests/unit/test_demo_cli.py tests/unit/test_flags_from_models.py \
-	tests/unit/test_pipeline.py tests/unit/test_settings_defaults.py tests/unit/test_tables.py \
+	tests/unit/test_pipeline.py tests/unit/test_settings_defaults.py tests/unit/test_terminal_tables.py \
 	tests/unit/test_url_secrets_any_characters.py tests/unit/test_secrets_never_printed.py
 BESIDE_LOG := .pytest-beside.log
 

@@ -5,8 +5,10 @@ seeded echoes as v1 records (``bench.e2e.encoded``: 12 series, as the e2e run) a
 ``streaming.source`` does with each fetch of ``FETCH`` Kafka values: ``parse_messages``, then
 ``mark_future`` and ``mark_late``. It prints the median and the fastest of ``R`` runs in µs per
 echo for each stage, for the parser as the job runs it and for its JSON-reader path alone (what
-a record not in the probes' layout costs), with the load average: this machine is shared.
-Prints only; nothing is written under ``bench/results``.
+a record not in the probes' layout costs, and what every v1 echo would cost without the
+template parser), with the load average: this machine is shared. The two paths alternate run by
+run, so both see the same load. ``--write`` also writes ``bench/results/parse_v1.json``, which
+docs/benchmarks.md reports (``bench.report_cited``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from bench.e2e import SERIES, encoded
+from bench.machine import write_result
 from core.windows import WindowSpec
 from streaming.marks import mark_future, mark_late
 from streaming.parse import parse_messages
@@ -62,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--echoes", type=int, default=200_000, help="echoes (one read task's worth)")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--profile", action="store_true", help="cProfile one run of the job's path")
+    ap.add_argument("--write", action="store_true", help="write bench/results/parse_v1.json")
     args = ap.parse_args(argv)
     n = args.echoes
     values = encoded(n, T0_US, "bench", "v1")
@@ -74,13 +78,34 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"{n} v1 echoes ({sum(map(len, values)) / n:.0f} B each, {SERIES} series), "
           f"fetches of {FETCH}; load {os.getloadavg()[0]:.2f} at start")  # fmt: skip
-    for name, parse in paths.items():
-        runs = [run(fetches, parse, windows) for _ in range(args.runs)]
-        for stage in runs[0]:
-            us = [r[stage] / n * 1e6 for r in runs]
+    load_start = os.getloadavg()[0]
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in paths}
+    for _ in range(args.runs):  # alternating: each path sees the same load
+        for name, parse in paths.items():
+            runs[name].append(run(fetches, parse, windows))
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    for name, name_runs in runs.items():
+        for stage in name_runs[0]:
+            us = [r[stage] / n * 1e6 for r in name_runs]
+            results.setdefault(name, {})[stage] = {
+                "median_us": round(statistics.median(us), 3),
+                "fastest_us": round(min(us), 3),
+            }
             print(f"{name:>17} {stage:>11}: median {statistics.median(us):6.3f} µs/echo, "
                   f"fastest {min(us):6.3f}")  # fmt: skip
-    print(f"load {os.getloadavg()[0]:.2f} at end")
+    load_end = os.getloadavg()[0]
+    print(f"load {load_end:.2f} at end")
+    if args.write:
+        payload = {
+            "echoes": n,
+            "runs": args.runs,
+            "fetch": FETCH,
+            "bytes_per_echo": round(sum(map(len, values)) / n),
+            "series": SERIES,
+            "load": [round(load_start, 2), round(load_end, 2)],
+            "paths": results,
+        }
+        print(f"wrote {write_result('parse_v1', payload)}")
     if args.profile:
         prof = cProfile.Profile()
         prof.enable()

@@ -3,8 +3,8 @@
 No number is typed here: every figure in the markdown is read from ``bench/results/*.json``.
 A part whose JSON is missing gets a line saying so (and why, if the runner recorded it). One
 module per section (``report_accuracy``, ``report_aggregation``, ``report_probe``,
-``report_scrape``, ``report_health``, ``report_e2e``, ``report_stages``), their shared
-formatting in ``report_format``; this one puts the document together.
+``report_scrape``, ``report_health``, ``report_e2e``, ``report_stages``, ``report_cited``), their
+shared formatting in ``report_format``; this one puts the document together.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from bench.report_accuracy import (
     plot_co,
 )
 from bench.report_aggregation import aggregation_section, scale_section, summarise_aggregation
+from bench.report_cited import cited_section, parse_v1_section
 from bench.report_flood import load as load_flood
 from bench.report_flood import section as flood_section
 from bench.report_format import Json, at_path, fmt_error, fmt_seconds, qname, skip_reason, table
@@ -317,6 +318,7 @@ def render(results: dict[str, Json], img_dir: Path = IMG_DIR, doc_path: Path = D
         out.append(scrape_section(scrape, results.get("cardinality_before")))
     elif SCRAPE_TITLE in prev:
         out.append(missing(SCRAPE_TITLE, "cardinality", ""))
+    out.append(parse_v1_section(results.get("parse_v1")))
     out.append(pressure_section(load_pressure()))
     out.append(flood_section(load_flood()))
     out.append("## Four brokers side by side (`nines compare`)\n")
@@ -333,6 +335,7 @@ def render(results: dict[str, Json], img_dir: Path = IMG_DIR, doc_path: Path = D
         out.append(markdown(dict(compare), str(img_rel)) + "\n")
     else:
         out.append(f"_Not measured in this run: {skip_reason(results, 'compare')}._\n")
+    out.append(cited_section(results.get("cited")))
     out.append("## Machines\n")
     out.append(machine_block(results) + "\n")
     text = "\n".join(out)

@@ -166,8 +166,8 @@ _KNOWN_FIELDS: Final = frozenset(_FIELD_NAMES[Echo]) | frozenset(_FIELD_NAMES[Hi
 def encode_record(record: Echo | Hiccup) -> bytes:
     """Compact JSON bytes of one record.
 
-    Built field by field: ``dataclasses.asdict`` deep-copies and cost 14 µs of the probe's
-    per-message budget; this costs 3.5 µs.
+    Built field by field: ``dataclasses.asdict`` deep-copies, several times the cost, out of
+    the probe's per-message budget (docs/benchmarks.md, figures the code cites).
     """
     names = _FIELD_NAMES[type(record)]
     obj = {name: getattr(record, name) for name in names}

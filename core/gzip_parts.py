@@ -3,7 +3,7 @@
 The exporter's /metrics body is mostly per-resolution chunks that stay the same ``bytes`` until a
 window of their resolution closes: after a batch of 10 s windows, the 1 m and 1 h chunks (two
 thirds of the body) are unchanged. Compressing the whole body again on every change made the
-compression level a trade of bytes for CPU (level 4: 0.3 s at 10,000 partitions, level 6 0.55 s).
+compression level a trade of bytes for CPU (docs/benchmarks.md, figures the code cites).
 Here each part of at least ``MIN_CACHED_BYTES`` is deflated on its own (a raw deflate stream
 ended by a sync flush, so the next one starts on a byte boundary) and kept while the next body
 holds the same object; smaller parts between them are deflated together each time. The gzip

@@ -127,8 +127,8 @@ def _bit_length(v: I64) -> I64:
     """Exact bit length of positive int64 values (64 - count of leading zeros).
 
     ``frexp``'s exponent is the bit length of any integer a float64 holds exactly (below 2**53):
-    one pass instead of six shift-and-compare passes (0.44 s of a read task's 200 k echoes, 3
-    kinds, measured); the rare larger values take the passes.
+    one pass instead of six shift-and-compare passes (a read task's hot spot: docs/benchmarks.md,
+    figures the code cites); the rare larger values take the passes.
     """
     out = np.frexp(v.astype(np.float64))[1].astype(np.int64)
     big = v >= np.int64(1) << 53
@@ -302,8 +302,9 @@ def quantiles_of_many(hists: Sequence[SparseHistogram], qs: Sequence[float]) -> 
     """The quantiles, totals, max and overflow of many histograms of one layout at once.
 
     One cumulative sum over many instead of one per histogram: the exporter reads the quantiles
-    of 30,000 windows per batch at 10,000 probe partitions, 2.3 s one by one, a tenth of that
-    here (tests/unit/core/test_hdr_vectorised.py holds the two equal).
+    of every window of a batch, three per probe partition, and one by one they took seconds
+    (docs/benchmarks.md, figures the code cites; tests/unit/core/test_hdr_vectorised.py holds
+    the two equal).
     """
     reads = [
         _quantiles_of(hists[i : i + MANY_AT_ONCE], qs) for i in range(0, len(hists), MANY_AT_ONCE)

@@ -20,8 +20,9 @@ def to_hdrh(hist: SparseHistogram) -> HdrHistogram:
     """The same histogram as an ``hdrh.HdrHistogram`` (overflow samples are left out).
 
     Our bucket index is ``hdrh``'s counts index for the same layout, so the counts are written
-    into its array at once, and the totals set as ``record_value`` would leave them (a call per
-    bucket cost 7-12 ms a row). ``hdrh`` encodes the counts (ZigZag LEB128) in C already.
+    into its array with one numpy add, and the totals set as ``record_value`` would leave them:
+    no Python call per bucket (docs/benchmarks.md, figures the code cites). ``hdrh`` encodes
+    the counts (ZigZag LEB128) in C already.
     """
     from hdrh.histogram import HdrHistogram
 

@@ -1,20 +1,19 @@
-"""HdrHistogram interval logs (``.hlog``): written with ``hdrh.log``'s writer, read with its reader.
+"""HdrHistogram interval logs (``.hlog``) as text: the lines ``hdrh.log``'s writer writes, pure.
 
 One interval per closed window, in time order, as HdrHistogram's tools (HistogramLogProcessor,
-HistogramLogAnalyzer, ``hdrh``) expect. The encoding itself lives in :mod:`core.hdr_codec`; this
-module is the file I/O around it.
+HistogramLogAnalyzer, ``hdrh``) expect. The encoding itself lives in :mod:`core.hdr_codec`; the
+files (written line by line, read with ``hdrh``'s reader) are :mod:`runtime.hlog_files`'.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from hdrh.histogram import HdrHistogram
-from hdrh.log import HistogramLogReader, HistogramLogWriter
+from hdrh.log import HistogramLogWriter
 
 from core.hdr import HdrLayout, SparseHistogram
 from core.hdr_codec import from_hdrh, to_hdrh
@@ -32,12 +31,26 @@ class HlogInterval:
     hist: SparseHistogram
 
 
+class _Lines:
+    """What ``HistogramLogWriter`` writes to: the lines, kept until taken."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.lines.append(text)
+
+    def take(self) -> list[str]:
+        out, self.lines = self.lines, []
+        return out
+
+
 class _LogWriter(HistogramLogWriter):
     """``hdrh``'s writer with the two lines hdrh 0.10 gets wrong written as Java's writer does.
 
-    Measured on hdrh 0.10: ``output_start_time`` raises AttributeError (``iso_format``) and reads
-    its msec argument as seconds; ``output_interval_histogram`` floors Interval_Max to whole units
-    (a 0.9 ms max is logged as 0.000000). Java writes ``%.3f`` of the exact ratio.
+    On hdrh 0.10, ``output_start_time`` raises AttributeError (``iso_format``) and reads its msec
+    argument as seconds; ``output_interval_histogram`` floors Interval_Max to whole units (a 0.9
+    ms max is logged as 0.000000). Java writes ``%.3f`` of the exact ratio.
     """
 
     def output_start_time(self, start_time_msec: float) -> None:
@@ -61,8 +74,8 @@ class _LogWriter(HistogramLogWriter):
         )
 
 
-def write_hlog(intervals: Iterable[HlogInterval], path: str | Path) -> Path:
-    """Write an interval log, one line per interval in time order, times relative to the first.
+def hlog_lines(intervals: Iterable[HlogInterval]) -> Iterator[str]:
+    """An interval log's text, one interval at a time in time order, times relative to the first.
 
     Interval_Max is the top bucket's highest equivalent value in ms, as every HdrHistogram writer
     logs it; the archive keeps the exact max.
@@ -71,39 +84,33 @@ def write_hlog(intervals: Iterable[HlogInterval], path: str | Path) -> Path:
     if not ordered:
         raise ValueError("no intervals to write")
     base_us = ordered[0].start_us
-    out = Path(path)
-    with out.open("w", encoding="utf-8") as f:
-        writer = _LogWriter(f)
-        writer.output_log_format_version()
-        writer.output_start_time(base_us / 1000.0)
-        writer.output_base_time(base_us / 1000.0)
-        writer.output_legend()
-        for interval in ordered:
-            writer.output_interval_histogram(
-                to_hdrh(interval.hist),
-                (interval.start_us - base_us) / 1e6,
-                (interval.end_us - base_us) / 1e6,
-                MAX_VALUE_UNIT_RATIO,
-            )
-    return out
+    out = _Lines()
+    writer = _LogWriter(out)
+    writer.output_log_format_version()
+    writer.output_start_time(base_us / 1000.0)
+    writer.output_base_time(base_us / 1000.0)
+    writer.output_legend()
+    yield from out.take()
+    for interval in ordered:
+        writer.output_interval_histogram(
+            to_hdrh(interval.hist),
+            (interval.start_us - base_us) / 1e6,
+            (interval.end_us - base_us) / 1e6,
+            MAX_VALUE_UNIT_RATIO,
+        )
+        yield from out.take()
 
 
-def read_hlog(path: str | Path) -> list[HlogInterval]:
-    """The intervals of an ``.hlog`` on the wall clock (StartTime/BaseTime applied), each in the
-    layout it was encoded with."""
-    reader = HistogramLogReader(str(path), HdrHistogram(1, 2, 1))
-    layouts: dict[tuple[int, int, int], HdrLayout] = {}
-    out = []
-    try:
-        while (h := reader.get_next_interval_histogram()) is not None:
-            key = (h.lowest_trackable_value, h.highest_trackable_value, h.significant_figures)
-            layout = layouts.setdefault(key, HdrLayout(*key))
-            start_us = _stamp_us(h.get_start_time_stamp())
-            end_us = _stamp_us(h.get_end_time_stamp())
-            out.append(HlogInterval(start_us, end_us, from_hdrh(h, layout)))
-    finally:
-        reader.close()
-    return out
+def interval_of(h: HdrHistogram, layouts: dict[tuple[int, int, int], HdrLayout]) -> HlogInterval:
+    """An interval ``hdrh``'s reader read, on the wall clock, in the layout it was encoded with
+    (``layouts``: one ``HdrLayout`` per distinct layout, shared by the intervals)."""
+    key = (h.lowest_trackable_value, h.highest_trackable_value, h.significant_figures)
+    layout = layouts.setdefault(key, HdrLayout(*key))
+    return HlogInterval(
+        _stamp_us(h.get_start_time_stamp()),
+        _stamp_us(h.get_end_time_stamp()),
+        from_hdrh(h, layout),
+    )
 
 
 def _stamp_us(msec: Any) -> int:

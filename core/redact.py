@@ -3,8 +3,8 @@
 A secret can reach the output through any error path (a validation error quoting its input, a
 client library echoing a setting, a log line with a URL), so instead of a careful message in each
 path, every printed and logged line passes through :func:`redact_text` at the boundary:
-the CLI's error printer, the log records (:func:`install`), warnings, uncaught exceptions and the
-demo's screen. What it hides:
+the CLI's error printer, the log records, warnings and uncaught exceptions (their hooks are
+:mod:`runtime.redaction`'s ``install``) and the demo's screen. What it hides:
 
 - URL credentials of any scheme: ``amqp://user:<redacted>@host`` (the user and host stay: they
   name the fix), a token with no user (``nats://<redacted>@host``), passwords that hold ``@`` or
@@ -20,24 +20,17 @@ demo's screen. What it hides:
 - a client library's quoted values (librdkafka: ``Invalid value "hunter2" for ...``);
 - a whole document quoted back by a validation error (``(got {...})``, ``input_value={...}``).
 
-Pure functions, no I/O: imports only the standard library (and ``core.printable``, which
-escapes the control characters of every log record).
+Pure functions, no I/O and no process hooks: imports only the standard library.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import re
-import sys
 import threading
-import traceback
-import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, unquote
-
-from core.printable import printable, printable_lines
 
 REDACTED = "<redacted>"
 
@@ -188,82 +181,3 @@ def redact_mapping(value: Any) -> Any:
     if isinstance(value, str):
         return redact_text(value)
     return value
-
-
-def _printable_args(args: Any) -> Any:
-    """A log record's arguments with their strings escaped (``core.printable``)."""
-    if isinstance(args, Mapping):
-        return {k: printable(v) if isinstance(v, str) else v for k, v in args.items()}
-    return tuple(printable(a) if isinstance(a, str) else a for a in args)
-
-
-class RedactingRecord(logging.LogRecord):
-    """A log record whose message, exception and stack text are redacted (whatever the handler)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if self.exc_info and self.exc_info[0] is not None:
-            # formatters use a set exc_text as is: the traceback is redacted once, here
-            text = "".join(traceback.format_exception(*self.exc_info))
-            self.exc_text = printable_lines(redact_text(text))
-            self.exc_text = self.exc_text.rstrip("\n")
-        if self.stack_info:
-            self.stack_info = redact_text(self.stack_info)
-
-    def getMessage(self) -> str:
-        """The formatted message, redacted, its control characters escaped: all of them in the
-        arguments (a label from an echo or an archive must neither drive the terminal nor forge
-        a log line), all but line ends and tabs in the message itself."""
-        msg = str(self.msg)
-        if self.args:
-            msg = msg % _printable_args(self.args)
-        return printable_lines(redact_text(msg))
-
-
-class RedactingFilter(logging.Filter):
-    """For handlers of records made elsewhere: redacts the message in place."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """Replace the record's message with its redacted text."""
-        if not isinstance(record, RedactingRecord):
-            record.msg, record.args = printable_lines(redact_text(record.getMessage())), None
-        return True
-
-
-_once = threading.Lock()
-_hooks: list[bool] = []
-
-
-def _redacting_formatwarning(original: Callable[..., str]) -> Callable[..., str]:
-    def formatwarning(*args: Any, **kwargs: Any) -> str:
-        return redact_text(original(*args, **kwargs))
-
-    return formatwarning
-
-
-def _excepthook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
-    sys.stderr.write(redact_text("".join(traceback.format_exception(kind, exc, tb))))
-
-
-def _thread_excepthook(args: threading.ExceptHookArgs) -> None:
-    if args.exc_type is SystemExit:
-        return
-    name = args.thread.name if args.thread else "?"
-    text = "".join(traceback.format_exception(args.exc_type, args.exc_value, args.exc_traceback))
-    sys.stderr.write(redact_text(f"Exception in thread {name}:\n{text}"))
-
-
-def install() -> None:
-    """Route every log record, warning and uncaught traceback of this process through the
-    redactor: records are made redacted whatever handler a stage configures later, and the root
-    logger's handlers get a :class:`RedactingFilter` too. Idempotent."""
-    with _once:
-        if not _hooks:
-            _hooks.append(True)
-            logging.setLogRecordFactory(RedactingRecord)
-            warnings.formatwarning = _redacting_formatwarning(warnings.formatwarning)
-            sys.excepthook = _excepthook
-            threading.excepthook = _thread_excepthook
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
-            handler.addFilter(RedactingFilter())

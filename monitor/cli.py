@@ -14,9 +14,9 @@ from typing import NoReturn
 
 from core.config import ConfigError
 from core.printable import printable
-from core.redact import install as install_redaction
 from core.redact import redact_text
 from monitor import __version__, quiet_stop
+from runtime.redaction import install as install_redaction
 
 #: Modules that register subcommands, in the order they appear in ``nines --help``.
 COMMAND_MODULES = (
@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, dispatch, and turn bad input into one line and exit status 2.
 
     Every log record, warning and uncaught traceback of the process is redacted from here on
-    (``core.redact.install``), whatever the stage configures afterwards.
+    (``runtime.redaction.install``), whatever the stage configures afterwards.
     """
     import signal
     import threading

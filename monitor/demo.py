@@ -27,7 +27,7 @@ from monitor.processes import StopFlag as _StopFlag
 from monitor.processes import jvm_output_to
 from monitor.processes import probe_process as _probe_process
 from monitor.processes import terminate as _terminate
-from monitor.tables import render_tables
+from monitor.terminal_tables import render_tables
 from runtime.config_io import check_port_free, load_sla
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """The demo's processes: the probe as a child, the JVM's output to a file, a clean stop on signals.
 
-Process and file-descriptor handling only; what the demo shows lives in ``monitor.tables``.
+Process and file-descriptor handling only; what the demo shows lives in ``monitor.terminal_tables``.
 """
 
 from __future__ import annotations

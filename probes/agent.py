@@ -411,9 +411,9 @@ def quiet_process_for_probing() -> None:
     """Process-wide settings that keep the sender punctual.
 
     A sender that wakes while another thread holds the GIL waits up to the switch interval
-    before it may send: at CPython's 5 ms that was most of the send lag's p99.9 (1.7 ms at
-    1,000 msgs/s); at 0.5 ms it is about 0.75 ms. The threads of a probe mostly sleep, so
-    switching more often costs no measurable CPU.
+    before it may send: at CPython's 5 ms that was most of the send lag's p99.9; a tenth of it
+    halves that (docs/benchmarks.md, figures the code cites). The threads of a probe mostly
+    sleep, so switching more often costs no measurable CPU.
     """
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
 

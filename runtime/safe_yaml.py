@@ -4,7 +4,7 @@ PyYAML's ``safe_load`` builds no objects, but it still takes three inputs badly:
 
 - aliases: a "billion laughs" document (each anchor a list of ten aliases of the one before) is
   small on disk and shared in memory, but anything that walks it (a validator, a repr, an error
-  message) walks every expansion: under a string field it held the probe at 1.6 GB. Here the
+  message) walks every expansion: under a string field it held the probe at gigabytes. Here the
   document's size counted with every alias expanded is capped (:data:`MAX_NODES`), and an alias
   of its own ancestor (a cycle) is refused;
 - nesting: the composer recurses, so 3,000 levels raised a 3,000-line RecursionError. Depth is

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from core.hdr import HdrLayout, LayoutError, SparseHistogram
-from core.hlog import HlogInterval, write_hlog
+from core.hlog import HlogInterval
 from core.labels import MAX_LABEL_BYTES
 from core.units import parse_duration_s
 from core.windows import SeriesKey, WindowHistogram
@@ -38,6 +38,7 @@ from runtime.files import (
     open_regular,
     size_text,
 )
+from runtime.hlog_files import write_hlog
 from streaming.archive_files import (
     BUCKET_COLUMNS,
     DAY_US,

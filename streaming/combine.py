@@ -114,9 +114,9 @@ def _echo_buckets(echoes: pa.Table, windows: WindowSpec, layout: HdrLayout) -> p
     """Bucket rows of echo rows only, grouped with numpy: one code per histogram (finest
     window, kind, subject) and bucket, counted into slots (``_dense_groups``), or past its bound
     sorted into one int64 key and ``reduceat``. The same rows as ``_samples`` then ``_group``,
-    4-5× faster with the sort (measured on 200 k echoes, 12 series): Arrow's hash group-by on
-    eight columns, two of them strings, and the sample tables were most of a read task;
-    counting halved what was left (``python -m bench.combiner``)."""
+    and several times faster: Arrow's hash group-by on eight columns, two of them strings, and
+    the sample tables were most of a read task; counting halved what was left
+    (``python -m bench.combiner``; docs/benchmarks.md, figures the code cites)."""
     rows = echoes.num_rows
     if rows == 0:
         return BUCKET_SCHEMA.empty_table()

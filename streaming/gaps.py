@@ -56,9 +56,8 @@ class RangeBook:
         The consume loop's path for nearly every record (a v1 echo is one message), so it is one
         lookup and one store: it leaves ``open`` alone, which the invariant allows, since the
         offset it stores stays below the end (the range was open, and stays so). As a method it
-        costs ~0.04 µs a record over the loop's inline code (bench.consume --echo-format v1
-        --echoes 400000, CPU of a whole read task of 200,000 records, median of 3 alternating
-        runs: 0.403 s vs 0.395 s, spread 0.376-0.431 s; load 10-16), against 0.8 µs saved.
+        costs a small fraction of what it saves over ``wants`` and ``arrive`` (``bench.consume``;
+        docs/benchmarks.md, figures the code cites).
         """
         if offset == self.offset.get(partition) and offset + 1 < self.end[partition]:
             self.offset[partition] = offset + 1

@@ -87,9 +87,10 @@ def spark_schema() -> Any:
 class KafkaSlice(InputPartition):
     """What one Spark task reads: several partitions' ranges, through one consumer.
 
-    One task per Kafka partition cost ~60 ms each before the first record (a consumer, its
-    connections, the first fetch) plus Spark's per-task overhead: with 32 partitions that was
-    most of a micro-batch. A slice assigns all its ranges at once, so their first fetches overlap.
+    One task per Kafka partition paid a consumer, its connections and the first fetch before
+    the first record, plus Spark's per-task overhead: with many partitions that was most of a
+    micro-batch (docs/benchmarks.md, figures the code cites). A slice assigns all its ranges at
+    once, so their first fetches overlap.
     """
 
     def __init__(self, index: int, ranges: list[KafkaRange], watermark_us: int) -> None:

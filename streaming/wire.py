@@ -1,9 +1,9 @@
 """The histogram a partial row carries into Spark's state: one byte string, read by the JVM.
 
 One row per (window, series, kind) carries a whole sparse histogram, so Spark's work and state
-grow with windows × series × kinds, not with distinct HDR buckets (2.8 partial rows per echo
-with one row per bucket, 12 series, 10s/1m/1h, measured). Encoding is vectorised (no Python loop
-per histogram); decoding runs only on closed windows.
+grow with windows × series × kinds, not with distinct HDR buckets (one row per bucket made
+several partial rows per echo: docs/benchmarks.md, figures the code cites). Encoding is
+vectorised (no Python loop per histogram); decoding runs only on closed windows.
 
 The state histogram encoding, format 1 (``FORMAT``): the one specification of it.
 ``encode``/``decode`` here and ``jvm/aggregator``'s ``HistogramMerge`` (which merges them in

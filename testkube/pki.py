@@ -1,4 +1,4 @@
-"""The control plane's certificates, made at start with the real openssl CLI and thrown away.
+"""The control plane's certificates, made at start in process (``trustme``) and thrown away.
 
 A CA, the API server's serving certificate (SAN 127.0.0.1 and localhost, from
 ``testbroker.tls``), an admin client certificate in ``system:masters`` that every component
@@ -7,16 +7,10 @@ and the tests use, and the key pair that signs and checks service-account tokens
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from testbroker.tls import make_tls
-
-
-class PkiError(RuntimeError):
-    """openssl is missing or refused; the message says which."""
+from testbroker.tls import issue, make_tls
 
 
 @dataclass(frozen=True)
@@ -31,30 +25,25 @@ class Pki:
     sa_pub: Path
 
 
-def _openssl(*args: str) -> None:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        raise PkiError("openssl not found (apt-get install openssl)")
-    done = subprocess.run([openssl, *args], capture_output=True, text=True, timeout=60)
-    if done.returncode != 0:
-        raise PkiError(f"openssl {args[0]}: {done.stderr.strip()[-300:]}")
-
-
 def make_pki(directory: Path, days: int = 2) -> Pki:
     """Fresh keys and certificates under ``directory`` (PEM, keys unencrypted)."""
+    from cryptography.hazmat.primitives import serialization as s
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     tls = make_tls(directory, days=days)
-    ca_key = directory / "ca.key"
-    admin_key, admin_csr, admin = (directory / f"admin.{x}" for x in ("key", "csr", "crt"))
-    ext = directory / "client.ext"
-    ext.write_text("extendedKeyUsage=clientAuth\n")
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(admin_key), "-out",
-             str(admin_csr), "-subj", "/O=system:masters/CN=nines-admin")  # fmt: skip
-    _openssl("x509", "-req", "-in", str(admin_csr), "-CA", str(tls.ca), "-CAkey", str(ca_key),
-             "-CAcreateserial", "-out", str(admin), "-days", str(days),
-             "-extfile", str(ext))  # fmt: skip
-    sa_key, sa_pub = directory / "sa.key", directory / "sa.pub"
-    _openssl(
-        "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(sa_key)
+    admin, admin_key = issue(
+        (tls.ca, tls.ca_key),
+        "admin",
+        "nines-admin",
+        common_name="nines-admin",
+        organization="system:masters",
+        days=days,
     )
-    _openssl("pkey", "-in", str(sa_key), "-pubout", "-out", str(sa_pub))
-    return Pki(tls.ca, ca_key, tls.cert, tls.key, admin, admin_key, sa_key, sa_pub)
+    sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    sa_key, sa_pub = directory / "sa.key", directory / "sa.pub"
+    sa_key.write_bytes(sa.private_bytes(s.Encoding.PEM, s.PrivateFormat.PKCS8, s.NoEncryption()))
+    sa_key.chmod(0o600)
+    sa_pub.write_bytes(
+        sa.public_key().public_bytes(s.Encoding.PEM, s.PublicFormat.SubjectPublicKeyInfo)
+    )
+    return Pki(tls.ca, tls.ca_key, tls.cert, tls.key, admin, admin_key, sa_key, sa_pub)

@@ -15,7 +15,8 @@ from prometheus_client.utils import floatToGoString
 
 from core.hdr import SparseHistogram
 from core.windows import SeriesKey, WindowHistogram
-from monitor.exporter import exposition
+from monitor.exporter import protobuf, text
+from monitor.exporter.contract import series_key
 from monitor.exporter.native import rebin
 
 
@@ -77,16 +78,14 @@ class CumulativeHistograms:
             buckets[i] += c
         cum.count[s] = cum.count.get(s, 0) + int(w.hist.total)
         cum.sum_s[s] = cum.sum_s.get(s, 0.0) + w.hist.sum_us / 1e6
-        cum.lines[s] = exposition.histogram_lines(
-            s, self._le_texts, buckets, cum.count[s], cum.sum_s[s]
-        )
-        cum.pb[s] = exposition.histogram_pb(s, self.le_seconds, buckets, cum.count[s], cum.sum_s[s])
+        cum.lines[s] = text.histogram_lines(s, self._le_texts, buckets, cum.count[s], cum.sum_s[s])
+        cum.pb[s] = protobuf.histogram_pb(s, self.le_seconds, buckets, cum.count[s], cum.sum_s[s])
         merged = cum.hdr[s].merge(w.hist) if s in cum.hdr else w.hist
         cum.hdr[s] = merged
         native = rebin(merged, cum.schema.get(s, self.schema), self.max_buckets)
         cum.schema[s] = native.schema
-        cum.native_lines[s] = exposition.native_lines(s, cum.count[s], cum.sum_s[s])
-        cum.native_pb[s] = exposition.native_pb(s, native, cum.count[s], cum.sum_s[s])
+        cum.native_lines[s] = text.native_lines(s, cum.count[s], cum.sum_s[s])
+        cum.native_pb[s] = protobuf.native_pb(s, native, cum.count[s], cum.sum_s[s])
         self.generation += 1
 
     def drop(self, series: SeriesKey) -> None:
@@ -100,7 +99,7 @@ class CumulativeHistograms:
     def _series(self) -> list[SeriesKey]:
         """The series in exposition order (sorted again only after one came or went)."""
         if self._order is None:
-            self._order = sorted(self._hist.lines, key=exposition.series_key)
+            self._order = sorted(self._hist.lines, key=series_key)
         return self._order
 
     def text(self) -> tuple[list[str], list[str]]:

@@ -22,7 +22,7 @@ from core.hdr import ManyReads
 from core.windows import ALL_PARTITIONS, KINDS, SeriesKey, WindowHistogram
 from monitor.exporter.hold import PeakHold, Values, largest
 from monitor.exporter.series import series_id
-from monitor.exporter.table import Snapshot, WindowTable
+from monitor.exporter.window_rows import Snapshot, WindowTable
 
 #: (resolution, series): one exported series of one resolution.
 WindowKey = tuple[str, SeriesKey]

@@ -27,7 +27,7 @@ import numpy as np
 from prometheus_client.utils import floatToGoString
 
 from core.gzip_parts import PartsGzip
-from monitor.exporter import exposition
+from monitor.exporter import contract, protobuf, samples, text
 from monitor.exporter.config import ExporterConfig
 from monitor.exporter.counters import Counters
 from monitor.exporter.cumulative import CumulativeHistograms
@@ -35,7 +35,7 @@ from monitor.exporter.latest import LatestWindows
 from monitor.exporter.prerender import Prerenderer
 from monitor.exporter.scrapes import ScrapeGaps
 from monitor.exporter.series import SeriesBook
-from monitor.exporter.table import Snapshot
+from monitor.exporter.window_rows import Snapshot
 
 #: The body formats: the text format, and delimited protobuf (``core.promproto``).
 TEXT = "text"
@@ -117,10 +117,10 @@ class Renderer:
         self._quantile_texts = [floatToGoString(q) for q in quantiles]
         #: (format, resolution) → the table's ``layout`` and its groups' encoded label prefixes
         self._prefixes: dict[
-            tuple[str, str], tuple[int, tuple[exposition.PrefixTable, exposition.PrefixTable]]
+            tuple[str, str], tuple[int, tuple[samples.PrefixTable, samples.PrefixTable]]
         ] = {}
         #: format → counter families' keys in order, with their encoded labels
-        self._counter_order = {fmt: exposition.CounterOrder() for fmt in FORMATS}
+        self._counter_order = {fmt: samples.CounterOrder() for fmt in FORMATS}
         #: format → rows encoded so far (a resolution's rows, when its windows changed)
         self.encoded_rows: dict[str, int] = dict.fromkeys(FORMATS, 0)
         #: format → resolution → (the resolution's generation, its chunk)
@@ -215,7 +215,7 @@ class Renderer:
         cached = self._prefixes.get(key)
         if cached is None:
             groups = tuple(
-                exposition.PrefixTable(series, snap.resolution, self._quantile_texts, fmt)
+                samples.PrefixTable(series, snap.resolution, self._quantile_texts, fmt)
                 for series in snap.series
             )
         elif cached[0] != snap.layout:
@@ -228,7 +228,7 @@ class Renderer:
         self._prefixes[key] = (snap.layout, (topics_pre, brokers_pre))
         self.encoded_rows[fmt] += sum(len(group) for group in snap.series)
         topics, brokers = (
-            exposition.encode_chunk(
+            samples.encode_chunk(
                 (topics_pre, brokers_pre)[g],
                 snap.max_us[g],
                 snap.total[g],
@@ -246,7 +246,7 @@ class Renderer:
         """The body of ``fmt`` (``TEXT`` or ``PROTOBUF``) in parts, the same tuple until
         something changes: what the server sends, compressing a part that stayed the same object
         (a resolution's chunk) only once (``core.gzip_parts``). Only the copies are taken under
-        the state lock: joining the lines (70 MB at 10,000 partitions) happens outside it."""
+        the state lock: joining the lines (tens of MB at the series cap) happens outside it."""
         c = self.collectors
         with self.locks.render():
             with self.locks.state():
@@ -260,14 +260,14 @@ class Renderer:
                 snaps = {res: c.latest.snapshot(res) for res in resolutions if res not in done}
                 gens = {res: c.latest.generations.get(res, 0) for res in snaps}
                 brokers = c.latest.brokers()
-                end = exposition.window_end_family(c.latest.window_end())
+                end = contract.window_end_family(c.latest.window_end())
                 counters, health, batches = c.counters.snapshot()
                 rest = [
-                    *exposition.series_families(
+                    *contract.series_families(
                         len(c.series), c.series.max_series, c.series.rejected, c.series.evicted
                     ),
-                    *exposition.health_families(health, batches),
-                    *exposition.scrape_families(self.config.peak_hold, c.scrapes.gaps),
+                    *contract.health_families(health, batches),
+                    *contract.scrape_families(self.config.peak_hold, c.scrapes.gaps),
                 ]
                 if fmt == TEXT:
                     hist, native = c.cumulative.text()
@@ -277,33 +277,31 @@ class Renderer:
             for res, snap in snaps.items():
                 done[res] = self._encode(fmt, snap)
             chunks = [done[res] for res in resolutions]
-            join = exposition.window_text if fmt == TEXT else exposition.window_pb
+            join = text.window_text if fmt == TEXT else protobuf.window_pb
             windows = join([topics for topics, _ in chunks])
             if brokers:
-                windows += join([b for _, b in chunks], exposition.BROKER_WINDOW_FAMILIES)
+                windows += join([b for _, b in chunks], contract.BROKER_WINDOW_FAMILIES)
             if fmt == TEXT:
-                hists = exposition.histogram_text(hist) + exposition.histogram_text(
-                    native, exposition.NATIVE, exposition.NATIVE_HELP
+                hists = text.histogram_text(hist) + text.histogram_text(
+                    native, contract.NATIVE, contract.NATIVE_HELP
                 )
-                body = exposition.body(
+                body = text.body(
                     windows,
                     end,
                     hists,
-                    exposition.counter_text(counters, self._counter_order[fmt]),
+                    samples.counter_text(counters, self._counter_order[fmt]),
                     rest,
                 )
             else:
                 hists_pb = [
-                    *exposition.histogram_family_pb(hist_pb),
-                    *exposition.histogram_family_pb(
-                        native_pb, exposition.NATIVE, exposition.NATIVE_HELP
-                    ),
+                    *protobuf.histogram_family_pb(hist_pb),
+                    *protobuf.histogram_family_pb(native_pb, contract.NATIVE, contract.NATIVE_HELP),
                 ]
-                body = exposition.body_pb(
+                body = protobuf.body_pb(
                     windows,
                     end,
                     hists_pb,
-                    exposition.counter_pb(counters, self._counter_order[fmt]),
+                    samples.counter_pb(counters, self._counter_order[fmt]),
                     rest,
                 )
             with self.locks.state():

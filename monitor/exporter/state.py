@@ -9,9 +9,9 @@ from snapshots of them, each resolution whose windows changed once per format; /
 by ``runtime.webserver`` (``serve``: one call).
 
 Peaks are held for the series alerts and headline panels read (``partition="all"``: topics,
-brokers, the probes' hiccups), not per probe partition: at 10,000 partitions that would add a
-tenth to the scrape, near its 5 MB budget. Micrometer's max gauge holds its maximum over a
-rolling 2 minutes for the same reason (``latest`` says why).
+brokers, the probes' hiccups), not per probe partition: at the series cap that would add a
+tenth to a scrape already near its budget (docs/benchmarks.md, scrape cost). Micrometer's max
+gauge holds its maximum over a rolling 2 minutes for the same reason (``latest`` says why).
 """
 
 from __future__ import annotations

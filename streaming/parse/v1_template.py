@@ -5,6 +5,10 @@ it back) is fixed runs of bytes with values between them. The runs and where eac
 derived here at import time by encoding a sample ``Echo``: its field order is a wire contract
 (``Echo``'s docstring), and a change of it moves this path with it. A record is taken only if it
 is that layout byte for byte and passes every check; any other is left to ``v1_json``.
+
+Why a second v1 parser: v1 is no longer the default, but a v1 backlog (an older probe's topic,
+read from the start) parses several times faster here than through Arrow's JSON reader
+(docs/benchmarks.md, schema-v1 parse; ``python -m bench.parse_v1``).
 """
 
 from __future__ import annotations

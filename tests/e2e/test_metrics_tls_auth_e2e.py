@@ -1,6 +1,7 @@
 """A real Prometheus scrapes nines' /metrics over TLS with basic auth (``--web-config-file``).
 
-The web config is Prometheus exporter-toolkit's own format; the certificates come from openssl.
+The web config is Prometheus exporter-toolkit's own format; the certificates come from trustme
+(tests/tls_material.py).
 A scrape with the right password is up and returns the probe's series; a wrong password and a
 plain-HTTP scrape are down, so the protection is real, not decorative.
 """

@@ -24,7 +24,7 @@ from test_alerting_e2e import archived_e2e_max_s, nines
 
 from core import promproto
 from core.hdr import SparseHistogram
-from monitor.exporter.exposition import NATIVE
+from monitor.exporter.contract import NATIVE
 from monitor.exporter.native import bucket_width
 from testbroker import EmbeddedBroker
 from testkit.archive import read_windows

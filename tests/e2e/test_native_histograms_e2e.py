@@ -23,7 +23,7 @@ from core import promproto
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram, with_rollups
 from monitor.exporter import LatencyExporter
-from monitor.exporter.exposition import NATIVE
+from monitor.exporter.contract import NATIVE
 from monitor.exporter.native import bucket_width
 from probes.metrics import serve
 from testkit.exporter import protobuf_body, text_body

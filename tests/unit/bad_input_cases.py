@@ -410,7 +410,7 @@ WEB_FLAGS = ("--metrics-port=0", "--web-config-file", "WEBCONFIG")
 
 @functools.cache
 def _tls_files() -> dict[str, str]:
-    """A CA and a server certificate, made once (openssl) for the TLS cases."""
+    """A CA and a server certificate, made once (trustme) for the TLS cases."""
     sys.path.insert(0, str(ROOT / "tests"))
     from tls_material import make_tls
 

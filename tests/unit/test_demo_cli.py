@@ -197,7 +197,7 @@ def test_demo_writes_the_sla_rules_for_prometheus(tmp_path: object) -> None:
 def test_render_tables_attributes_a_spike_to_the_probe_or_the_broker() -> None:
     from rich.console import Console
 
-    from monitor.tables import render_tables
+    from monitor.terminal_tables import render_tables
 
     def screen(probe_pause_us: int, e2e_us: list[int]) -> str:
         latest = {

@@ -4,7 +4,7 @@ Unit level (hypothesis, widely): the redactor on URLs of any scheme (tokens with
 passwords holding ``@`` and ``:``), scheme-less Kafka credentials, secret-named keys at any depth
 of a dict's repr or JSON and in ``key=value`` text; every stage's config with a secret in its
 client settings or bootstrap URL and an error elsewhere in the same section, as the CLI prints it;
-log records (message, arguments, tracebacks) and warnings once ``core.redact.install`` ran.
+log records (message, arguments, tracebacks) and warnings once ``runtime.redaction.install`` ran.
 
 CLI level (bounded): the real command on a representative set, in-process through
 ``monitor.cli.main`` with file-descriptor capture, and in subprocesses for the paths that go
@@ -35,8 +35,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.config import ConfigError, build, section
-from core.redact import REDACTED, install, redact_mapping, redact_text
+from core.redact import REDACTED, redact_mapping, redact_text
 from monitor.cli import print_error
+from runtime.redaction import install
 
 #: Characters a generated secret is made of: no whitespace or quotes (a URL or a YAML plain
 #: scalar holds none unencoded), but ``@`` and ``:``, which make URL parsing ambiguous.

@@ -11,7 +11,7 @@ import pytest
 
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram
-from monitor.exporter import LatencyExporter, exposition
+from monitor.exporter import LatencyExporter, text
 from testkit.exporter import text_body
 
 LAYOUT = HdrLayout()
@@ -56,14 +56,14 @@ def test_a_micro_batch_goes_on_while_a_scrape_joins_its_body(
     exp = LatencyExporter()
     exp.update([window(5_000, partition=str(p)) for p in range(50)])
     joining, release = threading.Event(), threading.Event()
-    real = exposition.body
+    real = text.body
 
     def slow_body(*args: object) -> bytes:
         joining.set()
         assert release.wait(10)
         return real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(exposition, "body", slow_body)
+    monkeypatch.setattr(text, "body", slow_body)
     got: list[bytes] = []
     scrape = threading.Thread(target=lambda: got.append(text_body(exp)))
     scrape.start()
@@ -76,6 +76,6 @@ def test_a_micro_batch_goes_on_while_a_scrape_joins_its_body(
     scrape.join(10)
     assert took < 1.0, f"the micro-batch waited {took:.2f} s for a render"
     assert "0.005" in max_line(got[0])  # the scrape's body: the state it copied
-    monkeypatch.setattr(exposition, "body", real)
+    monkeypatch.setattr(text, "body", real)
     fresh = text_body(exp)  # the windows that changed meanwhile are joined again, not stale
     assert all("0.009" in max_line(fresh, str(p)) for p in range(50))

@@ -122,7 +122,7 @@ def test_pipeline_health_and_promtool_lint_and_http() -> None:
 
 def test_every_stream_counter_is_exported_cumulatively() -> None:
     """Each StreamCounters field has its counter family, and batches add up."""
-    from monitor.exporter.exposition import COUNTER_FAMILIES
+    from monitor.exporter.contract import COUNTER_FAMILIES
     from streaming.counters import COUNTER_FIELDS, StreamCounters
 
     assert list(COUNTER_FIELDS) == [f.name for f in dataclasses.fields(StreamCounters)]

@@ -179,7 +179,7 @@ def test_protobuf_scrape_bytes_per_series_are_bounded() -> None:
 def test_hand_written_counters_are_what_prometheus_client_would_write() -> None:
     from prometheus_client import generate_latest
 
-    from monitor.exporter import exposition
+    from monitor.exporter import contract, samples, text
     from streaming.counters import COUNTER_FIELDS, StreamCounters
 
     odd = 'we"ird\\topic\n{x}'
@@ -192,8 +192,8 @@ def test_hand_written_counters_are_what_prometheus_client_would_write() -> None:
         data_loss={("echo", "0"): 6},
     )
     counters = {name: getattr(job, name) for name in COUNTER_FIELDS}
-    families = exposition._Families(list(exposition.counter_families(counters)))
-    assert exposition.counter_text(counters) == generate_latest(families)  # type: ignore[arg-type]
+    families = text._Families(list(contract.counter_families(counters)))
+    assert samples.counter_text(counters) == generate_latest(families)  # type: ignore[arg-type]
 
 
 def test_partition_histograms_is_a_validated_stream_key() -> None:

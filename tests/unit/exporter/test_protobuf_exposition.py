@@ -17,7 +17,7 @@ from core import promproto
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram, with_rollups
 from monitor.exporter import LatencyExporter
-from monitor.exporter.exposition import NATIVE
+from monitor.exporter.contract import NATIVE
 from monitor.exporter.native import rebin
 from monitor.exporter.render import PROTOBUF
 from probes.metrics import serve

@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from core.hdr import HdrLayout, SparseHistogram
 from core.printable import printable
-from core.redact import install
 from core.windows import SeriesKey, WindowHistogram
+from runtime.redaction import install
 from streaming.archive import write_windows
 
 ROOT = Path(__file__).resolve().parents[3]

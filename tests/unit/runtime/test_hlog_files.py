@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from core.hdr import HdrLayout, SparseHistogram
-from core.hlog import HlogInterval, read_hlog, write_hlog
+from core.hlog import HlogInterval
+from runtime.hlog_files import read_hlog, write_hlog
 
 LAYOUT = HdrLayout()
 T0_US = 1_795_000_000_000_000

@@ -6,7 +6,7 @@ import pytest
 
 from core.hdr import HdrLayout, SparseHistogram
 from core.windows import SeriesKey, WindowHistogram
-from monitor.tables import quantile_table
+from monitor.terminal_tables import quantile_table
 
 
 def test_quantile_table_rows() -> None:

@@ -2,7 +2,7 @@
 
 A closed window's exported values (its max, sample count, lost messages, each quantile, and the
 held peak of a ``partition="all"`` series) are a fixed-shape record, so they are kept in arrays,
-one row per series; a series keeps its row while it stays. Encoding them is ``exposition``'s job:
+one row per series; a series keeps its row while it stays. Encoding them is ``samples``' job:
 the label prefix of a (series, quantile) sample never changes, only its value does, so a scrape
 joins cached prefixes with the values of the rows in one pass per resolution, and only for a
 resolution whose values changed since the last scrape (a window that is superseded before the
@@ -20,17 +20,12 @@ import numpy as np
 import numpy.typing as npt
 
 from core.windows import SeriesKey
+from monitor.exporter.contract import series_key
 
 I64 = npt.NDArray[np.int64]
 #: A value that is not there: a quantile of a window too small for it, or no held peak.
 ABSENT = -1
 _FIRST_ROWS = 64
-
-
-def series_key(s: SeriesKey) -> tuple[str, str, str, str]:
-    """The series' label values in exposition order (cluster, topic, partition or broker,
-    kind): its sort order in every family."""
-    return (s.cluster, s.topic, s.partition, s.kind)
 
 
 @dataclass(frozen=True, slots=True)

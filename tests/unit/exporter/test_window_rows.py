@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.windows import SeriesKey
-from monitor.exporter.table import ABSENT, WindowTable
+from monitor.exporter.window_rows import ABSENT, WindowTable
 
 
 def key(p: int, kind: str = "e2e", broker: str = "") -> SeriesKey:
