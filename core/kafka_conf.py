@@ -76,14 +76,15 @@ SECRET_SETTINGS = (
 )
 
 #: librdkafka settings typed ``SecretStr`` in a ``kafka:`` section: those librdkafka marks
-#: ``_RK_SENSITIVE`` (rdkafka_conf.c: the ones it hides in its own configuration dumps) and
-#: ``SECRET_SETTINGS`` (its OIDC client secret is not marked); ``CLIENT_SECRET_NAME`` adds any
-#: other key whose name says secret, so a setting a later librdkafka adds is typed too.
+#: ``_RK_SENSITIVE`` (rdkafka_conf.c: the ones it hides in its own configuration dumps) but
+#: ``ssl.key.location``, a path that messages name (the key it names becomes ``ssl.key.pem``),
+#: and ``SECRET_SETTINGS`` (librdkafka does not mark its OIDC client secret);
+#: ``CLIENT_SECRET_NAME`` adds any other key whose name says secret, so a setting a later
+#: librdkafka adds is typed too.
 CLIENT_SECRETS = frozenset(
     {
         *SECRET_SETTINGS,
         "sasl.username",
-        "ssl.key.location",
         "ssl.ca.pem",
     }
 )
