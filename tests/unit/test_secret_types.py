@@ -379,3 +379,31 @@ def test_real_cli_start_up_errors_print_no_planted_secret(tmp_path: Path) -> Non
             assert value not in text, (args, text)
         assert code == 2, (args, text)
         assert len(text.splitlines()) == 1 and "error:" in text, (args, text)
+
+
+# --- a probed system's URL -----------------------------------------------------------------------
+
+#: A target URL's credentials, as users write them: a user and password, a token, no user.
+URL_FORMS = ("amqp://probe:{s}@rabbit:5672/%2F", "nats://{s}@nats:4222", "redis://:{s}@r:6379/0")
+#: Secrets a URL holds unencoded (``@``, ``:``, ``/``, ``?`` and ``#`` would be its structure).
+url_secrets = st.text(string.ascii_letters + string.digits + "-._~!$&*+=", min_size=6).map(
+    lambda s: "Zq9" + s
+)
+
+
+@FEW
+@given(url_secrets, st.sampled_from(URL_FORMS))
+def test_a_target_urls_credentials_are_typed(secret: str, form: str) -> None:
+    """``probe.bootstrap``'s credentials live in a ``SecretStr``: the field keeps the address
+    (scheme, user, host: what names the fix), the transport gets the URL back whole."""
+    from probes.config import ProbeConfig
+
+    url = form.format(s=secret)
+    config = ProbeConfig.model_validate({"bootstrap": url, "echo_bootstrap": "k:9092"})
+    assert config.bootstrap_url() == url
+    assert config.system == {"amqp": "rabbitmq"}.get(url.split(":")[0], url.split(":")[0])
+    assert "@" in config.bootstrap and config.bootstrap.split("@")[-1] == url.split("@")[-1]
+    for what, text in shown(config).items():
+        assert secret not in text, f"{what}: {text}"
+    kafka = ProbeConfig.model_validate({"bootstrap": "k:9092"})  # nothing to hide: as given
+    assert kafka.bootstrap == kafka.bootstrap_url() == "k:9092"
