@@ -319,11 +319,13 @@ class ProbeConfig(KafkaAuthConfig):
 
     @model_validator(mode="after")
     def _credentials_typed(self) -> ProbeConfig:
-        # a URL's credentials (nats://TOKEN@, amqp://user:PASS@) move into a SecretStr; the
-        # field keeps the address as messages show it (only a URL can hold any: a Kafka
-        # host:port list with credentials is refused)
+        # a URL's credentials (nats://TOKEN@, amqp://user:PASS@, ?password=) move into a
+        # SecretStr; the field keeps the address as messages show it (only a URL can hold
+        # any: a Kafka host:port list with credentials is refused)
+        if "://" not in self.bootstrap:
+            return self
         shown = redact_url(self.bootstrap)
-        if "://" in self.bootstrap and shown != self.bootstrap:
+        if shown != self.bootstrap:
             self._url = SecretStr(self.bootstrap)
             object.__setattr__(self, "bootstrap", shown)
         return self
