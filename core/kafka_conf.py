@@ -14,9 +14,10 @@ import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, ValidationInfo, field_validator
+from pydantic import AfterValidator, PlainValidator, SecretStr, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from core.config import StageConfig
 from core.settings import setting
@@ -74,6 +75,57 @@ SECRET_SETTINGS = (
     "sasl.oauthbearer.config",
 )
 
+#: librdkafka settings typed ``SecretStr`` in a ``kafka:`` section: those librdkafka marks
+#: ``_RK_SENSITIVE`` (rdkafka_conf.c: the ones it hides in its own configuration dumps) but
+#: ``ssl.key.location``, a path that messages name (the key it names becomes ``ssl.key.pem``),
+#: and ``SECRET_SETTINGS`` (librdkafka does not mark its OIDC client secret);
+#: ``CLIENT_SECRET_NAME`` adds any other key whose name says secret, so a setting a later
+#: librdkafka adds is typed too.
+CLIENT_SECRETS = frozenset(
+    {
+        *SECRET_SETTINGS,
+        "sasl.username",
+        "ssl.ca.pem",
+    }
+)
+#: A ``kafka:`` key whose name says it holds a secret (the token endpoint's URL does not).
+CLIENT_SECRET_NAME = re.compile(
+    r"pass(?:word|wd|phrase)|secret|credential|private|jaas|key\.pem|token(?!\.endpoint)", re.I
+)
+
+
+def is_client_secret(key: object) -> bool:
+    """Whether a ``kafka:`` setting's value is typed ``SecretStr`` (``CLIENT_SECRETS``)."""
+    name = str(key).strip().lower()
+    return name in CLIENT_SECRETS or CLIENT_SECRET_NAME.search(name) is not None
+
+
+def _client_value(value: Any) -> str | SecretStr:
+    """A ``kafka:`` value: text (a number or a mapping is refused, as librdkafka takes strings)."""
+    if isinstance(value, str | SecretStr):
+        return value
+    raise PydanticCustomError("string_type", "Input should be a valid string")
+
+
+def hide_secrets(settings: Mapping[str, str | SecretStr]) -> dict[str, str | SecretStr]:
+    """``settings`` with every secret setting's value typed ``SecretStr``: its ``repr``, ``str``
+    and every dump of the model show ``**********``."""
+    return {
+        k: SecretStr(v) if isinstance(v, str) and is_client_secret(k) else v
+        for k, v in settings.items()
+    }
+
+
+def reveal(settings: Mapping[str, str | SecretStr]) -> dict[str, str]:
+    """``settings`` as librdkafka takes them, every ``SecretStr`` unwrapped: called where a
+    ``kafka:`` section becomes a client's configuration (``runtime.config_io.resolve_secrets``)
+    or crosses to Spark's workers (``streaming.options``), and by the checks that read values."""
+    return {k: v.get_secret_value() if isinstance(v, SecretStr) else v for k, v in settings.items()}
+
+
+#: One ``kafka:`` value: text, a secret one typed ``SecretStr`` by ``hide_secrets``.
+ClientValue = Annotated[str | SecretStr, PlainValidator(_client_value, json_schema_input_type=str)]
+
 #: Tuning knobs, named in the refusal so the user sees what stays theirs.
 TUNING = "acks, linger.ms, fetch.wait.max.ms"
 
@@ -86,7 +138,9 @@ def _same(value: str, pinned: str) -> bool:
     return v == pinned
 
 
-def check_pinned(settings: Mapping[str, str], pinned: Mapping[str, Pin]) -> dict[str, str]:
+def check_pinned(
+    settings: Mapping[str, str | SecretStr], pinned: Mapping[str, Pin]
+) -> dict[str, str | SecretStr]:
     """``settings`` unchanged, or ValueError naming the first key that overrides a pinned one.
 
     The message names the key, the value nines uses and why; never the user's value (a
@@ -94,7 +148,7 @@ def check_pinned(settings: Mapping[str, str], pinned: Mapping[str, Pin]) -> dict
     """
     for key, value in settings.items():
         pin = pinned.get(str(key).strip().lower())
-        if pin is None or (pin.value is not None and _same(value, pin.value)):
+        if pin is None or (pin.value is not None and _same(str(value), pin.value)):
             continue
         fixed = f"nines sets it to {pin.value}" if pin.value is not None else "nines sets it"
         raise ValueError(
@@ -109,10 +163,14 @@ def _pinned_field(pinned: Mapping[str, Pin]) -> AfterValidator:
     return AfterValidator(functools.partial(check_pinned, pinned=pinned))
 
 
-#: The stream job's ``kafka:`` field: what the source relies on is not tuning.
-StreamKafka = Annotated[dict[str, str], _pinned_field(STREAM_PINNED)]
-#: The probe's ``kafka:`` field: what the probe relies on is not tuning.
-ProbeKafka = Annotated[dict[str, str], _pinned_field(PROBE_PINNED)]
+#: The stream job's ``kafka:`` field: what the source relies on is not tuning; secrets typed.
+StreamKafka = Annotated[
+    dict[str, ClientValue], _pinned_field(STREAM_PINNED), AfterValidator(hide_secrets)
+]
+#: The probe's ``kafka:`` field: what the probe relies on is not tuning; secrets typed.
+ProbeKafka = Annotated[
+    dict[str, ClientValue], _pinned_field(PROBE_PINNED), AfterValidator(hide_secrets)
+]
 
 #: ``kafka_login`` modes: ``settings`` (the ``kafka:`` settings alone: PLAIN, SCRAM, mTLS, or
 #: OIDC spelled out), ``aws-msk-iam`` (SASL/OAUTHBEARER with a token signed by the AWS SDK,
@@ -243,10 +301,13 @@ class KafkaAuthConfig(StageConfig):
 
     @field_validator("kafka", check_fields=False)
     @classmethod
-    def _login_kafka(cls, v: Mapping[str, str], info: ValidationInfo) -> Mapping[str, str]:
+    def _login_kafka(
+        cls, v: Mapping[str, str | SecretStr], info: ValidationInfo
+    ) -> Mapping[str, str | SecretStr]:
         mode = str(info.data.get("kafka_login", "settings"))
         fixed, refused = MODE_SETTINGS.get(mode, {}), MODE_REFUSED.get(mode, ())
-        for key, value in v.items():
+        plain = reveal(v)
+        for key, value in plain.items():
             name = str(key).strip().lower()
             wanted = fixed.get(name)
             if name in refused or (
@@ -260,8 +321,8 @@ class KafkaAuthConfig(StageConfig):
                     else "takes its token from the OIDC issuer"
                 )
                 raise ValueError(f"{str(key).strip()}: not with kafka_login {mode}, which {what}")
-        if oidc_in_use(mode, v):
-            check_oidc(v)
+        if oidc_in_use(mode, plain):
+            check_oidc(plain)
         return v
 
     @property
@@ -272,6 +333,8 @@ class KafkaAuthConfig(StageConfig):
 
 __all__ = [
     "AWS_REGION",
+    "CLIENT_SECRETS",
+    "CLIENT_SECRET_NAME",
     "MSK_IAM_REFUSED",
     "MSK_IAM_SETTINGS",
     "OIDC_SETTINGS",
@@ -280,6 +343,7 @@ __all__ = [
     "STREAM_PINNED",
     "TUNING",
     "AuthMode",
+    "ClientValue",
     "KafkaAuth",
     "KafkaAuthConfig",
     "Pin",
@@ -288,5 +352,8 @@ __all__ = [
     "check_oidc",
     "check_pinned",
     "check_token_url",
+    "hide_secrets",
+    "is_client_secret",
     "oidc_in_use",
+    "reveal",
 ]

@@ -7,7 +7,7 @@ import os
 import socket
 from typing import Any, Literal
 
-from pydantic import ValidationInfo, field_validator, model_validator
+from pydantic import PrivateAttr, SecretStr, ValidationInfo, field_validator, model_validator
 
 from core.config import (
     kafka_bootstrap,
@@ -158,6 +158,8 @@ class ProbeConfig(KafkaAuthConfig):
     )
     #: JSON totals written here at a clean stop (``probes.summary``); None: none written
     summary_file: str | None = setting(None, help="write the totals here as JSON at a clean stop")
+    #: The ``bootstrap`` URL with its credentials, typed secret (``bootstrap_url``).
+    _url: SecretStr | None = PrivateAttr(default=None)
 
     @field_validator("bootstrap", mode="before")
     @classmethod
@@ -314,6 +316,24 @@ class ProbeConfig(KafkaAuthConfig):
         if self.echo_bootstrap is None:
             object.__setattr__(self, "echo_bootstrap", self.bootstrap)
         return self
+
+    @model_validator(mode="after")
+    def _credentials_typed(self) -> ProbeConfig:
+        # a URL's credentials (nats://TOKEN@, amqp://user:PASS@, ?password=) move into a
+        # SecretStr; the field keeps the address as messages show it (only a URL can hold
+        # any: a Kafka host:port list with credentials is refused)
+        if "://" not in self.bootstrap:
+            return self
+        shown = redact_url(self.bootstrap)
+        if shown != self.bootstrap:
+            self._url = SecretStr(self.bootstrap)
+            object.__setattr__(self, "bootstrap", shown)
+        return self
+
+    def bootstrap_url(self) -> str:
+        """``bootstrap`` as the client connects to it, credentials and all: called where a
+        transport hands it to its client library, never to show it."""
+        return self._url.get_secret_value() if self._url is not None else self.bootstrap
 
     def client_settings(self) -> dict[str, Any]:
         """librdkafka pass-through settings with ``env:VAR`` / ``file:PATH`` secrets resolved,

@@ -36,7 +36,7 @@ class NatsTransport:
     """Publish on the probe subject and subscribe to it, from a client on its own loop thread."""
 
     def __init__(self, config: ProbeConfig) -> None:
-        self.url, self.subject = config.bootstrap, config.topic
+        self.url, self.subject = config.bootstrap_url(), config.topic
         self.jetstream = config.nats_jetstream
         self.ack_timeout_s = config.loss_timeout
         self._outbox = Outbox(config.send_queue())

@@ -39,7 +39,7 @@ class RabbitTransport:
     """Publish to the probe queue with confirms; consume it back."""
 
     def __init__(self, config: ProbeConfig) -> None:
-        self.url, self.queue = config.bootstrap, config.topic
+        self.url, self.queue = config.bootstrap_url(), config.topic
         self._outbox = Outbox(config.send_queue())
         self._warn = Warnings()
         # pika logs every failed connection attempt as an ERROR with a traceback; ours is one

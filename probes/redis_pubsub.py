@@ -33,7 +33,7 @@ class RedisTransport:
     """PUBLISH/SUBSCRIBE on the probe channel, or XADD/XREAD on the probe stream."""
 
     def __init__(self, config: ProbeConfig) -> None:
-        self.url, self.key = config.bootstrap, config.topic
+        self.url, self.key = config.bootstrap_url(), config.topic
         self.streams = config.redis_streams
         # an ack slower than the loss timeout is a loss anyway; a shorter socket timeout
         # would turn a stall the probe must measure into send errors

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
+from pydantic import SecretStr
 
 from core.config import ConfigError
+from core.kafka_conf import reveal
 from core.redact import remember_value
 from runtime import safe_yaml
 from runtime.files import (
@@ -126,14 +128,18 @@ PEM_SETTINGS = {
 }
 
 
-def resolve_secrets(settings: Mapping[str, str], field: str = "kafka") -> dict[str, str]:
-    """Client settings with ``env:VAR`` and ``file:PATH`` values resolved (``resolve_secret``);
+def resolve_secrets(
+    settings: Mapping[str, str | SecretStr], field: str = "kafka"
+) -> dict[str, str]:
+    """Client settings as a client takes them: secrets unwrapped (``core.kafka_conf.reveal``:
+    the one place a ``kafka:`` section's ``SecretStr`` values leave their type), ``env:VAR``
+    and ``file:PATH`` values resolved (``resolve_secret``);
     a PEM file librdkafka also takes as text (``PEM_SETTINGS``) read once, bounded, and handed
     over as text (a directory of CAs and a missing file stay paths: librdkafka names those);
     other files librdkafka opens checked first. An error names the key
     (``kafka.sasl.password: ...``)."""
     out = {}
-    for key, value in settings.items():
+    for key, value in reveal(settings).items():
         try:
             out[key] = resolve_secret(value)
             if not _is_client_file(key, out[key]):

@@ -219,7 +219,9 @@ class WebConfigModel(StageConfig):
 
     # null (a key with nothing under it) is the default, as exporter-toolkit's YAML reads it
     tls_server_config: TlsServerConfig | None = None
-    basic_auth_users: dict[str, str] | None = None
+    #: bcrypt hashes, typed secret as exporter-toolkit types them (``config.Secret``): a hash
+    #: can be cracked offline, so no repr or dump shows one
+    basic_auth_users: dict[str, SecretStr] | None = None
     http_server_config: HttpServerConfig | None = None
     rate_limit: dict[str, Any] | None = None
 
@@ -235,13 +237,14 @@ class WebConfigModel(StageConfig):
 
     @field_validator("basic_auth_users")
     @classmethod
-    def _bcrypt_hashes(cls, users: dict[str, str] | None) -> dict[str, str] | None:
+    def _bcrypt_hashes(cls, users: dict[str, SecretStr] | None) -> dict[str, SecretStr] | None:
         """Every hash checked now: its cost read first (a cost of 31 takes days to check), then
         its salt parsed by bcrypt itself at cost 04 (a malformed one would raise on each scrape);
         nothing is hashed at the hash's own cost, so a start-up costs no bcrypt time."""
         import bcrypt
 
-        for name, hashed in (users or {}).items():
+        for name, secret in (users or {}).items():
+            hashed = secret.get_secret_value()
             ok = BCRYPT_HASH.fullmatch(hashed) is not None
             if ok and bcrypt_cost(hashed) > MAX_BCRYPT_COST:
                 raise ValueError(
@@ -297,7 +300,8 @@ class WebConfig:
     """A loaded web config: an SSL context (or None), the basic-auth users, response headers."""
 
     tls: TlsServerConfig | None = None
-    users: dict[str, str] = field(default_factory=dict)
+    #: user → bcrypt hash, unwrapped only where bcrypt checks a password (``check``)
+    users: dict[str, SecretStr] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     pem: TlsPem | None = field(default=None, repr=False)
     #: an unknown user's password is checked against this, at the users' highest cost
@@ -313,7 +317,7 @@ class WebConfig:
 
     def __post_init__(self) -> None:
         if self.users and not self._fake:
-            cost = max(bcrypt_cost(h) for h in self.users.values())
+            cost = max(bcrypt_cost(h.get_secret_value()) for h in self.users.values())
             object.__setattr__(self, "_fake", fake_hash(cost))
 
     def ssl_context(self) -> ssl.SSLContext | None:
@@ -346,7 +350,7 @@ class WebConfig:
         if len(secret) > MAX_PASSWORD_BYTES:
             return False
         known = self.users.get(user)
-        hashed = self._fake if known is None else known
+        hashed = self._fake if known is None else known.get_secret_value()
         key = hashlib.sha256(b"\0".join([user.encode(errors="surrogatepass"), secret,
                                           hashed.encode()])).digest()  # fmt: skip
         with self._lock:

@@ -15,7 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydantic import SecretStr
+
 from core.hdr import HdrLayout
+from core.kafka_conf import hide_secrets, reveal
 from core.windows import WindowSpec
 
 if TYPE_CHECKING:
@@ -48,7 +51,7 @@ class SourceOptions:
     max_records_per_batch: int
     max_clock_skew: float
     max_series: int
-    kafka: dict[str, str]
+    kafka: dict[str, str | SecretStr]
     kafka_login: str
     aws_region: str | None
     checkpoint: str | None
@@ -71,6 +74,7 @@ def encode_options(
 ) -> dict[str, str]:
     """The source's Spark options for ``config`` (read back by ``decode_options``)."""
     values = {name: getattr(config, name) for name in SETTINGS}
+    values["kafka"] = reveal(config.kafka)  # Spark's options are strings: typed again on read
     values |= {
         "checkpoint": checkpoint,
         "max_input_partitions": max_input_partitions,
@@ -94,6 +98,7 @@ def decode_options(options: Mapping[str, str]) -> SourceOptions:
         for f in dataclasses.fields(SourceOptions)
         if f.name not in _OWN_FORM
     }
+    values["kafka"] = hide_secrets(values["kafka"])
     return SourceOptions(
         **values,
         windows=WindowSpec.from_option(opts["windows"]),

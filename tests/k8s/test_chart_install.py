@@ -650,7 +650,7 @@ def _load_with_the_products_loader(
         if key == "probe.yaml":
             probe = build(ProbeConfig, section(load_yaml(path), "probe"), prefix="probe")
             probe.client_settings()  # every env: secret resolves
-            resolve_secret(probe.bootstrap)
+            resolve_secret(probe.bootstrap_url())
         else:
             stream = build(PipelineConfig, section(load_yaml(path), "stream"), prefix="stream")
             resolve_secrets(stream.kafka)

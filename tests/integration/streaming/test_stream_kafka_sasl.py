@@ -121,3 +121,34 @@ def test_a_ca_bundle_file_is_read_once_and_handed_over_as_text(
     assert probe.returncode == 0, probe.stderr[-2000:]
     echoes, _ = records_of(sasl_kafka.bootstrap, "bundle")
     assert len(echoes) >= 30 and not [e for e in echoes if e.lost]
+
+
+def test_the_sources_reader_authenticates_with_the_typed_password(
+    sasl_kafka: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """What Spark's workers run, without Spark: the source's reader, built from the job's
+    options and shipped as Spark ships it (cloudpickle), holds the password as ``SecretStr``
+    again and hands it to its consumer, which reads the echo topic's offsets over SASL_SSL."""
+    import pickle
+
+    from pydantic import SecretStr
+    from pyspark import cloudpickle
+
+    from core.config import build, section
+    from monitor.pipeline import PipelineConfig
+    from runtime.config_io import load_yaml
+    from streaming.options import encode_options
+    from streaming.source import KafkaEchoReader
+
+    bootstrap, config = sasl_kafka.sasl_client()
+    prod = producer(sasl_kafka.bootstrap)  # the echo topic, over the plain listener
+    prod.produce("nines.echoes", value=b"{}")
+    prod.flush()
+    values = {**section(load_yaml(config), "stream"), "bootstrap": bootstrap}
+    stream = build(PipelineConfig, values, prefix="stream")
+    assert isinstance(stream.kafka["sasl.password"], SecretStr)
+    reader = KafkaEchoReader(encode_options(stream, str(tmp_path / "checkpoint"), 1))
+    reader = pickle.loads(cloudpickle.dumps(reader))
+    assert isinstance(reader.kafka["sasl.password"], SecretStr)
+    assert "file:" not in repr(reader.kafka)
+    assert reader._watermarks()  # the partitions' offsets: SCRAM passed with the real password

@@ -15,6 +15,8 @@ import pytest
 import yaml
 from real_components import in_ci, require_tool
 
+from core.kafka_conf import reveal
+
 ROOT = Path(__file__).parents[3]
 CHART = ROOT / "helm" / "nines"
 SCENARIOS = sorted((CHART / "ci").glob("*.yaml"))
@@ -1214,7 +1216,7 @@ def test_oidc_client_secret_from_a_secret_never_a_configmap(tmp_path: Path) -> N
     probe, stream = built_configs(docs)
     for config in (probe, stream):
         assert config.kafka_login == "oidc"
-        assert config.kafka["sasl.oauthbearer.client.secret"] == "env:OIDC_CLIENT_SECRET"
+        assert reveal(config.kafka)["sasl.oauthbearer.client.secret"] == "env:OIDC_CLIENT_SECRET"
         assert config.kafka["security.protocol"] == "SASL_SSL"  # the TLS Secret, with a login
     [deploy] = [d for d in docs if d["kind"] == "Deployment" and "probe" in d["metadata"]["name"]]
     env = deploy["spec"]["template"]["spec"]["containers"][0]["env"]

@@ -97,11 +97,13 @@ def test_a_url_with_a_password_can_come_from_the_environment_or_a_file(
     url = "amqp://probe:hunter2@rabbit:5672/%2F"
     monkeypatch.setenv("NINES_TARGET_URL", url)
     cfg = probe_config(bootstrap="env:NINES_TARGET_URL", echo_bootstrap=ECHO)
-    assert (cfg.bootstrap, cfg.system) == (url, "rabbitmq")  # the scheme decides after resolving
+    # the scheme decides after resolving; the field shows the address without the password
+    assert (cfg.bootstrap_url(), cfg.system) == (url, "rabbitmq")
+    assert cfg.bootstrap == "amqp://probe:<redacted>@rabbit:5672/%2F"
     secret = tmp_path / "url"
     secret.write_text("redis://:hunter2@r:6379/0\n")
     cfg = probe_config(bootstrap=f"file:{secret}", echo_bootstrap=ECHO)
-    assert (cfg.bootstrap, cfg.system) == ("redis://:hunter2@r:6379/0", "redis")
+    assert (cfg.bootstrap_url(), cfg.system) == ("redis://:hunter2@r:6379/0", "redis")
     monkeypatch.setenv("NINES_TARGET_URL", "amqp://probe:hunter2@rabbit:0x/")
     with pytest.raises(ConfigError) as exc:  # a bad resolved URL is judged, its password hidden
         probe_config(bootstrap="env:NINES_TARGET_URL", echo_bootstrap=ECHO)
