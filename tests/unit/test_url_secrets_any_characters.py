@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 from bad_input_cases import Case, run
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from core.redact import REDACTED, redact_text, redact_url, remember_url
+from core.redact import MIN_REMEMBERED, REDACTED, redact_text, redact_url, remember_url
 
 #: Any character a str can print (no surrogates), whitespace and quotes above all.
 ANY_CHAR = st.one_of(
@@ -69,6 +69,10 @@ def test_a_remembered_password_is_hidden_wherever_it_is_quoted(
 ) -> None:
     target = url(scheme, password, 6379, user)
     remember_url(target)
+    if user is None and ":" in password:  # a ``:`` makes the token's head a user (RFC 3986)
+        password = password.partition(":")[2]
+        # what is left can be shorter than a secret worth remembering (``Zq9:Wx``: ``Wx``)
+        assume(len(password) >= MIN_REMEMBERED)
     for text in (
         f"cannot connect: {target}",
         f"got {target!r}",
