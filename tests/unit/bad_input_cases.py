@@ -440,7 +440,8 @@ def _web_case(text: str, expect: str, exact: bool = False) -> Iterator[Case]:
 def web_config() -> Iterator[Case]:
     """``--web-config-file`` files under ``nines probe`` and ``nines stream``: every field ×
     every wrong YAML type, mistyped keys, malformed bcrypt hashes, unusable TLS files."""
-    from runtime.webconfig import TlsServerConfig, WebConfigModel
+    from runtime.webconfig import WebConfigModel
+    from runtime.webtls import TlsServerConfig
 
     tls = "tls_server_config: {cert_file: CERT, key_file: KEY, %s}\n"
     for model, path in ((WebConfigModel, ""), (TlsServerConfig, "tls_server_config.")):
@@ -461,7 +462,7 @@ def web_config() -> Iterator[Case]:
     for _what, hashed in BAD_HASHES:
         text = f"basic_auth_users:\n  prometheus: {json_quote(hashed)}\n"
         yield from _web_case(text, NOT_BCRYPT.format(user="prometheus"), exact=True)
-    from runtime.webconfig import MAX_BCRYPT_COST
+    from runtime.basic_auth import MAX_BCRYPT_COST
 
     for cost in sorted({MAX_BCRYPT_COST + 1, (MAX_BCRYPT_COST + 31) // 2, 31}):
         # valid hashes whose check would take seconds to days: refused before any hashing

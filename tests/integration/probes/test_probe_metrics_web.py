@@ -25,7 +25,7 @@ from process_signals import assert_clean, signal_nines
 from tls_material import TlsFiles, make_tls
 
 from monitor.processes import probe_argv
-from runtime.webconfig import MAX_BCRYPT_COST, with_cost
+from runtime.basic_auth import MAX_BCRYPT_COST, with_cost
 from testbroker.ports import free_port
 
 PASSWORD = "scrape-pass-42"

@@ -11,7 +11,8 @@ import pytest
 from tls_material import make_tls
 
 from core.config import ConfigError
-from runtime.webconfig import load_web_config, parse_basic_auth
+from runtime.basic_auth import parse_basic_auth
+from runtime.webconfig import load_web_config
 
 
 def basic(user: str, password: str) -> str:
@@ -167,7 +168,7 @@ def test_failures_are_never_remembered(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(bcrypt, "checkpw", lambda p, h: checks.append(p) or real(p, h))
     for i in range(1100):  # more wrong guesses than the memory holds
         assert not web.authorized(basic("u", f"guess-{i}"))
-    assert len(checks) == 1100 and not web._verified  # each guess checked, none kept
+    assert len(checks) == 1100 and not web.auth._verified  # each guess checked, none kept
     assert web.authorized(basic("u", "right"))
     assert web.authorized(basic("u", "right"))
     assert len(checks) == 1101  # the real credential is remembered after all those guesses
@@ -178,18 +179,18 @@ def test_failures_are_never_remembered(tmp_path: Path, monkeypatch: pytest.Monke
 def test_bcrypt_checks_are_bounded_and_busy_is_not_a_no(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import runtime.webconfig as wc
+    import runtime.basic_auth as wc
 
     monkeypatch.setattr(wc, "BCRYPT_WAIT_S", 0.2)
     hashed = bcrypt.hashpw(b"right", bcrypt.gensalt(rounds=4)).decode()
     web = load_web_config(write(tmp_path, f"basic_auth_users:\n  u: '{hashed}'\n"))
     assert web is not None
     for _ in range(wc.MAX_BCRYPT_CHECKS):  # every check slot taken (as by slow guesses)
-        assert web._checks.acquire(timeout=1)
+        assert web.auth._checks.acquire(timeout=1)
     assert web.check(basic("u", "right")) is None  # busy: the server answers 503, not 401
     for _ in range(wc.MAX_BCRYPT_CHECKS):
-        web._checks.release()
+        web.auth._checks.release()
     assert web.check(basic("u", "right")) is True
     for _ in range(wc.MAX_BCRYPT_CHECKS):
-        assert web._checks.acquire(timeout=1)
+        assert web.auth._checks.acquire(timeout=1)
     assert web.check(basic("u", "right")) is True  # remembered: needs no check slot

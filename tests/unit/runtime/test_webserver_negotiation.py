@@ -25,7 +25,7 @@ from tls_material import TlsFiles, make_tls
 
 import runtime.webserver as ws
 from core.config import ConfigError
-from runtime import webconfig
+from runtime import basic_auth, webconfig
 from runtime.webconfig import load_web_config
 
 BODY = b"# HELP x x\n# TYPE x gauge\n" + b"".join(b'x{i="%d"} 1\n' % i for i in range(200))
@@ -181,19 +181,19 @@ def test_start_up_hashes_nothing_at_the_hashs_cost(
 ) -> None:
     """The highest cost accepted costs a start-up bcrypt checks at cost 04 only; every cost above
     it is one line before any hashing (cost 31 took ~42 hours, deaf to SIGTERM)."""
-    top = webconfig.MAX_BCRYPT_COST
+    top = basic_auth.MAX_BCRYPT_COST
     salt = bcrypt.gensalt(4).decode()
     good = bcrypt.hashpw(b"pw", salt.encode()).decode()
     calls: list[bytes] = []
     real = bcrypt.checkpw
     monkeypatch.setattr(bcrypt, "checkpw", lambda p, h: calls.append(h) or real(p, h))
     path = tmp_path / "web.yml"
-    path.write_text(f"basic_auth_users:\n  a: '{webconfig.with_cost(good, top)}'\n")
+    path.write_text(f"basic_auth_users:\n  a: '{basic_auth.with_cost(good, top)}'\n")
     assert load_web_config(path) is not None
     assert calls and all(h[4:6] == b"04" for h in calls)
     for cost in range(top + 1, 32):
         calls.clear()
-        path.write_text(f"basic_auth_users:\n  a: '{webconfig.with_cost(good, cost)}'\n")
+        path.write_text(f"basic_auth_users:\n  a: '{basic_auth.with_cost(good, cost)}'\n")
         with pytest.raises(ConfigError) as err:
             load_web_config(path)
         assert str(err.value) == (
