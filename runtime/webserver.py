@@ -1,9 +1,10 @@
 """The /metrics server of the probe and the exporter: serves a body to scrapers (gzip, TLS, auth).
 
 The server other modules import: it answers ``/metrics`` (render, content negotiation, gzip,
-credentials) and the health paths, and composes three rooms, each with one job: the event loop
-that holds the sockets (``runtime.webloop``), the policy of whom it cuts and when
-(``runtime.webpolicy``) and HTTP/1.1 over a complete request head (``runtime.webhttp``).
+credentials) and the health paths, over rooms of one job each: the event loop that holds the
+sockets (``runtime.webloop``) and its handler threads (``runtime.webhandlers``), the policy of
+whom it cuts and when (``runtime.webpolicy``) and HTTP/1.1 over a request head
+(``runtime.webhttp``).
 
 Not prometheus_client's ``start_http_server``: that one renders a registry on every scrape in one
 thread per client with no timeouts and does the TLS handshake in its accept loop, so one client
