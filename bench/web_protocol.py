@@ -30,8 +30,8 @@ from typing import Any
 
 import h11
 
-from runtime.webhttp import Outcome, accepts_gzip
-from runtime.webserver import HEALTH_PATHS, MetricsServer, _Handler, route
+from runtime.webhttp import Exchange, Outcome, accepts_gzip
+from runtime.webserver import HEALTH_PATHS, MetricsServer, route
 
 #: A probe-sized text body (~30 KB, 300 series): what a scrape of ``nines probe`` renders.
 BODY = b"".join(
@@ -75,7 +75,7 @@ class H11Server(MetricsServer):
         headers = {name.lower(): value for name, value in request.headers}
         has_body = b"content-length" in headers or b"transfer-encoding" in headers
         common = [
-            (b"Server", _Handler.version_string(_Handler.__new__(_Handler)).encode()),
+            (b"Server", f"{Exchange.server_version} {Exchange.sys_version}".encode()),
             (b"Date", email.utils.formatdate(usegmt=True).encode()),
         ]
         path = route(request.target.decode("latin-1"))
@@ -155,8 +155,8 @@ def same_bytes() -> dict[str, bool]:
         "a malformed request line": b"GARBAGE\r\n\r\n",
     }
     fixed = "Sun, 29 Nov 2026 08:00:00 GMT"
-    saved = _Handler.date_time_string, email.utils.formatdate
-    _Handler.date_time_string = lambda self, timestamp=None: fixed  # type: ignore[method-assign]
+    saved = Exchange.date_time_string, email.utils.formatdate
+    Exchange.date_time_string = lambda self, timestamp=None: fixed  # type: ignore[method-assign]
     email.utils.formatdate = lambda *a, **k: fixed  # type: ignore[assignment]
     std, other = (
         MetricsServer(lambda: BODY, "127.0.0.1", 0),
@@ -172,7 +172,7 @@ def same_bytes() -> dict[str, bool]:
             same[name] = b"".join(std.handle(("127.0.0.1", 1), head)[0]) == theirs
         return same
     finally:
-        _Handler.date_time_string, email.utils.formatdate = saved  # type: ignore[method-assign]
+        Exchange.date_time_string, email.utils.formatdate = saved  # type: ignore[method-assign]
         std.close()
         other.close()
 
