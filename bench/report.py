@@ -41,6 +41,8 @@ from bench.report_probe import (
     summarise_probe,
 )
 from bench.report_scrape import SCRAPE_TITLE, headline_scrape, scrape_section
+from bench.report_web_protocol import load as load_web_protocol
+from bench.report_web_protocol import section as web_protocol_section
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_PATH = ROOT / "docs" / "benchmarks.md"
@@ -321,6 +323,7 @@ def render(results: dict[str, Json], img_dir: Path = IMG_DIR, doc_path: Path = D
     out.append(parse_v1_section(results.get("parse_v1")))
     out.append(pressure_section(load_pressure()))
     out.append(flood_section(load_flood()))
+    out.append(web_protocol_section(load_web_protocol()))
     out.append("## Four brokers side by side (`nines compare`)\n")
     compare = results.get("compare")
     if isinstance(compare, Mapping) and compare.get("cases"):
