@@ -252,6 +252,47 @@ def run_case(case: Case, workdir: Path) -> dict[str, Any]:
     return result
 
 
+MOCK_CHILD = """
+import json, os, resource, sys, time
+from bench.procstat import cpu_s
+from testbroker.mock import MockCluster
+n, leaders = int(sys.argv[1]), int(sys.argv[2])
+t0, c0 = time.monotonic(), cpu_s(os.getpid())
+mc = MockCluster(n)
+mc.create_topic("nines.probe", n, 1)
+start_s, start_cpu = time.monotonic() - t0, cpu_s(os.getpid()) - c0
+t1 = time.monotonic()
+for p in range(leaders):
+    mc.set_leader("nines.probe", p, (p + 1) % n + 1)
+leader_s = (time.monotonic() - t1) / max(leaders, 1)
+me = f"/proc/{os.getpid()}"
+c1 = cpu_s(os.getpid())
+time.sleep(5)
+print(json.dumps({"brokers": n, "start_s": round(start_s, 2), "start_cpu_s": round(start_cpu, 2),
+    "set_leader_s": round(leader_s, 3), "threads": len(os.listdir(me + "/task")),
+    "fds": len(os.listdir(me + "/fd")), "idle_core": round((cpu_s(os.getpid()) - c1) / 5, 4),
+    "nofile_limit": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+    "load_1m": round(os.getloadavg()[0], 2)}))
+mc.destroy()
+"""
+
+
+def mock_limit(sizes: tuple[int, ...] = (3, 100, 1000, 4096, 8192)) -> list[dict[str, Any]]:
+    """The mock alone in a fresh process per size: start time and CPU, one leader move's wait,
+    threads, descriptors and idle CPU (what bounds the brokers one process holds)."""
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = []
+    for n in sizes:
+        proc = subprocess.run([sys.executable, "-c", MOCK_CHILD, str(n), "3"], env=env,
+                              capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+        lines = proc.stdout.strip().splitlines()
+        out.append(json.loads(lines[-1]) if lines else {"brokers": n, "error": proc.stderr[-300:]})
+        print(json.dumps(out[-1]), flush=True)
+    return out
+
+
 #: name -> cases; ``scale`` is the issue's table, the others its levers (docs/benchmarks.md).
 def plan(quick: bool) -> dict[str, list[Case]]:
     """The cases of a full run (``quick``: 10 and 100 brokers, no levers)."""
@@ -277,7 +318,7 @@ def plan(quick: bool) -> dict[str, list[Case]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="10 and 100 brokers only")
-    ap.add_argument("--only", help="comma list of groups: scale, replica, levers")
+    ap.add_argument("--only", help="comma list of groups: mock, scale, replica, levers")
     ap.add_argument("--out", default="fleet_cost", help="result name under bench/results/")
     args = ap.parse_args(argv)
     groups = plan(args.quick)
@@ -285,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         groups = {k: v for k, v in groups.items() if k in args.only.split(",")}
     runs: dict[str, list[dict[str, Any]]] = {}
     started = time.perf_counter()
+    mock = [] if args.quick or (args.only and "mock" not in args.only) else mock_limit()
     with tempfile.TemporaryDirectory(prefix="nines-fleet-") as tmp:
         for group, cases in groups.items():
             for case in cases:
@@ -295,8 +337,18 @@ def main(argv: list[str] | None = None) -> int:
                     r = {**asdict(case), "error": f"{type(exc).__name__}: {exc}"[:400]}
                 print(json.dumps(r), flush=True)
                 runs.setdefault(group, []).append(r)
+    if args.only:  # the groups not rerun keep their last figures (each row has its own load)
+        from bench.machine import RESULTS_DIR
+
+        try:
+            before = json.loads((RESULTS_DIR / f"{args.out}.json").read_text())
+        except (OSError, ValueError):
+            before = {}
+        runs = {**before.get("runs", {}), **runs}
+        mock = mock or before.get("mock", [])
     payload = {
         "runs": runs,
+        "mock": mock,
         "quick": args.quick,
         "wall_s": round(time.perf_counter() - started, 1),
         "method": __doc__,

@@ -1,0 +1,79 @@
+"""The fleet-cost bench: its per-broker arithmetic, echo quantiles, and the report section."""
+
+from __future__ import annotations
+
+from bench.fleet_cost import Case, latencies, per_broker_rates, plan, thread_groups
+from bench.report_fleet import estimate_rows, fleet_model, section
+from bench.run import PARTS, RUNNERS
+from core.echo import Echo
+from core.echo_v2 import encode_batch
+
+T0 = 1_700_000_000_000_000
+
+
+def echo(seq: int, e2e_us: int, probe: str = "fleet-x", lost: bool = False) -> Echo:
+    at = T0 + seq * 100_000
+    return Echo(probe, "bench", "nines.probe", seq % 3, 1, seq, 512, at, at + 50, at + 300,
+                None if lost else at + e2e_us, lost, 30_000_000 if lost else None)  # fmt: skip
+
+
+def test_requests_per_broker_count_every_probed_broker_even_a_silent_one() -> None:
+    before = {"1": 10.0, "2": 10.0, "bootstrap": 3.0}
+    after = {"1": 110.0, "2": 30.0, "3": 8.0, "bootstrap": 900.0}
+    assert per_broker_rates(before, after, 4, 10.0) == {"mean": 3.2, "max": 10.0, "min": 0.0}
+
+
+def test_thread_groups_split_librdkafka_broker_threads_from_the_rest() -> None:
+    got = thread_groups(
+        {"rdk:broker1": 1.0, "rdk:broker1000": 2.0, "rdk:main": 0.5, "python": 3.0, "probe-x": 1}
+    )
+    assert got == {"rdk_broker": 3.0, "rdk_other": 0.5, "python": 4.0}
+
+
+def test_latencies_take_the_window_of_one_probe_and_count_a_lost_message_at_its_timeout() -> None:
+    batch = encode_batch([echo(k, 1000 + k) for k in range(20)] + [echo(20, 0, lost=True)])
+    other = encode_batch([echo(5, 9_999_999, probe="someone-else")])
+    got = latencies([batch, other, b"\x00junk", None], "fleet-x", T0 + 500_000, T0 + 2_100_001)
+    # seqs 5..21 intended in the window: 5..19 received, 20 lost (30 s)
+    assert (got["echoes"], got["lost"], got["bad_records"]) == (16, 1, 2)
+    assert got["e2e_us"]["p50"] == 1012 and got["e2e_us"]["max"] == 30_000_000
+
+
+def test_cases_keep_the_rate_per_broker_whatever_the_partitions() -> None:
+    assert Case(100, 300).rate_per_partition * Case(100, 300).per_broker == 10.0
+    assert (Case(1000, 100).probed_brokers, Case(1000, 100).per_broker) == (100, 1.0)
+    full = plan(quick=False)
+    assert {c.brokers for c in full["scale"]} == {10, 100, 1000}
+    assert "fleet" in PARTS and "fleet" in RUNNERS
+
+
+def run(brokers: int, probed: int, core: float, group: str = "scale") -> dict[str, object]:
+    return {
+        "lever": "baseline", "brokers": brokers, "partitions": probed, "probed_brokers": probed,
+        "partitions_per_broker": 1.0, "schedule": "staggered", "kafka": {},
+        "msgs_per_s": probed * 10,
+        "core": core, "core_per_broker": core / probed,
+        "core_by_thread": {"rdk_broker": core / 2, "rdk_other": 0.0, "python": core / 2},
+        "produce_requests_per_broker_s": {"mean": 10.0, "max": 11.0, "min": 9.0},
+        "produce_requests_per_broker_tick": 1.0,
+        "consumer_requests_per_broker_s": {"mean": 90.0, "max": 91.0, "min": 80.0},
+        "e2e_us": {"p50": 5000, "p99": 50_000, "p999": 90_000, "max": 100_000},
+        "measured_s": 20.0, "cold": {"start_s": 5.0, "cpu_s": 1.0}, "load_1m": [10.0, 12.0],
+        "threads": 4000, "rss_mib": 900, "totals": {"sent": 1000}, "lost": 0,
+    }  # fmt: skip
+
+
+def test_fleet_model_and_verdict_from_the_two_thousand_broker_runs() -> None:
+    runs = {"scale": [run(10, 10, 0.1), run(1000, 1000, 2.5)],
+            "replica": [run(1000, 100, 0.7, "replica")],
+            "levers": [{"lever": "aligned ticks", "brokers": 1000, "partitions": 1000,
+                        "error": "RuntimeError: probe did not start"}]}  # fmt: skip
+    model = fleet_model(runs)
+    assert model is not None
+    assert abs(model["per_broker"] - 0.002) < 1e-12 and abs(model["fixed"] - 0.5) < 1e-12
+    rows = estimate_rows(model)
+    assert any("| 10 |" in r and "**7.00**" in r for r in rows)  # 10 × (0.5 + 100 × 0.002)
+    text = section({"runs": runs})
+    assert "**1.00, met**" in text and "**2.50** cores, not met" in text
+    assert "failed: RuntimeError: probe did not start" in text
+    assert "Not measured yet" in section({})
