@@ -149,6 +149,8 @@ def process_facts(pid: int) -> dict[str, Any]:
 def latencies(values: list[bytes | None], probe_id: str, w0_us: int, w1_us: int) -> dict[str, Any]:
     """End-to-end quantiles of every echo of ``probe_id`` intended in [w0_us, w1_us)."""
     e2e: list[int] = []
+    send_lag: list[int] = []
+    publish: list[int] = []
     lost = bad = 0
     for value in values:
         try:
@@ -162,7 +164,11 @@ def latencies(values: list[bytes | None], probe_id: str, w0_us: int, w1_us: int)
                 latency = rec.latency_us("e2e")  # a lost message's is its loss timeout
                 if latency is not None:
                     e2e.append(latency)
-    return {"echoes": len(e2e), "lost": lost, "bad_records": bad, "e2e_us": quantiles(e2e)}
+                send_lag.append(rec.sent_us - rec.intended_us)
+                if rec.acked_us:  # linger.ms shows here: sent to acked
+                    publish.append(rec.acked_us - rec.sent_us)
+    return {"echoes": len(e2e), "lost": lost, "bad_records": bad, "e2e_us": quantiles(e2e),
+            "send_lag_us": quantiles(send_lag), "publish_us": quantiles(publish)}  # fmt: skip
 
 
 def run_case(case: Case, workdir: Path) -> dict[str, Any]:
@@ -201,16 +207,20 @@ def run_case(case: Case, workdir: Path) -> dict[str, Any]:
             while not started.wait(0.5):
                 if proc.poll() is not None or time.monotonic() - t0 > 240:
                     raise RuntimeError(f"probe did not start: {' | '.join(log[-5:])}")
-            result["cold"] = {"start_s": round(time.monotonic() - t0, 1),
-                              "cpu_s": round(cpu_s(proc.pid), 2)}  # fmt: skip
+            cold = thread_groups(cpu_s_by_thread(proc.pid))
+            result["cold"] = {
+                "start_s": round(time.monotonic() - t0, 1),
+                "cpu_s": round(cpu_s(proc.pid), 2),
+                "cpu_s_by_thread": {k: round(v, 2) for k, v in cold.items()},
+            }
             time.sleep(WARM_S)
             req0 = client_requests(port)
             threads0 = thread_groups(cpu_s_by_thread(proc.pid))
             load0 = os.getloadavg()[0]
-            c0, m0 = cpu_s(proc.pid), time.monotonic()
+            c0, m0, b0 = cpu_s(proc.pid), time.monotonic(), cpu_s(probed.pid)
             w0_us = time.time_ns() // 1000
             time.sleep(case.measure_s)
-            c1, m1 = cpu_s(proc.pid), time.monotonic()
+            c1, m1, b1 = cpu_s(proc.pid), time.monotonic(), cpu_s(probed.pid)
             w1_us = time.time_ns() // 1000
             threads1 = thread_groups(cpu_s_by_thread(proc.pid))
             load1 = os.getloadavg()[0]
@@ -235,6 +245,7 @@ def run_case(case: Case, workdir: Path) -> dict[str, Any]:
             "msgs_per_s": round(case.rate_per_broker * n, 1),
             "core": round(core, 4),
             "core_per_broker": round(core / n, 6),
+            "mock_core": round((b1 - b0) / dt, 4),
             "core_per_1000_msgs": round(core * 1000 / (case.rate_per_broker * n), 4),
             "core_by_thread": {k: round((threads1[k] - threads0[k]) / dt, 4) for k in threads0},
             "produce_requests_per_broker_s": produce,
@@ -315,18 +326,45 @@ def plan(quick: bool) -> dict[str, list[Case]]:
     }
 
 
+def case_key(r: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes a row the same case as another (its settings, not its figures)."""
+    kafka = tuple(sorted((r.get("kafka") or {}).items()))
+    return (r.get("lever"), r.get("brokers"), r.get("partitions"), r.get("schedule"), kafka)
+
+
+def merged(
+    old: dict[str, list[dict[str, Any]]], new: dict[str, list[dict[str, Any]]]
+) -> dict[str, list[dict[str, Any]]]:
+    """``old``'s rows with each case run again replaced by its ``new`` row (new ones added)."""
+    out = {g: list(rows) for g, rows in old.items()}
+    for group, rows in new.items():
+        kept = out.setdefault(group, [])
+        for r in rows:
+            at = [i for i, k in enumerate(kept) if case_key(k) == case_key(r)]
+            if at:
+                kept[at[0]] = r
+            else:
+                kept.append(r)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="10 and 100 brokers only")
     ap.add_argument("--only", help="comma list of groups: mock, scale, replica, levers")
+    ap.add_argument("--brokers", help="comma list: only the cases of these cluster sizes")
     ap.add_argument("--out", default="fleet_cost", help="result name under bench/results/")
     args = ap.parse_args(argv)
     groups = plan(args.quick)
     if args.only:
         groups = {k: v for k, v in groups.items() if k in args.only.split(",")}
+    if args.brokers:
+        sizes = {int(b) for b in args.brokers.split(",")}
+        groups = {k: [c for c in v if c.brokers in sizes] for k, v in groups.items()}
     runs: dict[str, list[dict[str, Any]]] = {}
     started = time.perf_counter()
-    mock = [] if args.quick or (args.only and "mock" not in args.only) else mock_limit()
+    skip_mock = args.quick or args.brokers or (args.only and "mock" not in args.only)
+    mock = [] if skip_mock else mock_limit()
     with tempfile.TemporaryDirectory(prefix="nines-fleet-") as tmp:
         for group, cases in groups.items():
             for case in cases:
@@ -337,14 +375,14 @@ def main(argv: list[str] | None = None) -> int:
                     r = {**asdict(case), "error": f"{type(exc).__name__}: {exc}"[:400]}
                 print(json.dumps(r), flush=True)
                 runs.setdefault(group, []).append(r)
-    if args.only:  # the groups not rerun keep their last figures (each row has its own load)
+    if args.only or args.brokers:  # the cases not rerun keep their figures (each its own load)
         from bench.machine import RESULTS_DIR
 
         try:
             before = json.loads((RESULTS_DIR / f"{args.out}.json").read_text())
         except (OSError, ValueError):
             before = {}
-        runs = {**before.get("runs", {}), **runs}
+        runs = merged(before.get("runs", {}), runs)
         mock = mock or before.get("mock", [])
     payload = {
         "runs": runs,

@@ -32,6 +32,14 @@ def _ms(e2e: dict[str, int] | None, key: str) -> str:
     return "—" if not e2e else f"{e2e[key] / 1000:,.0f}"
 
 
+def _parts(r: dict[str, Any]) -> str:
+    """Where the p99 went: the probe's send lag and the broker's ack, when measured."""
+    lag, pub = r.get("send_lag_us"), r.get("publish_us")
+    if not lag or not pub:
+        return ""
+    return f" (send lag {_ms(lag, 'p99')}, ack {_ms(pub, 'p99')})"
+
+
 def _settings(r: dict[str, Any]) -> str:
     extra = ", ".join(f"`{k}` {v}" for k, v in (r.get("kafka") or {}).items())
     return r["schedule"] + (f", {extra}" if extra else "")
@@ -41,9 +49,10 @@ def _row(r: dict[str, Any], group: str) -> str:
     if "error" in r:
         return (
             f"| {r['lever']} | {r['brokers']:,} | {r['partitions']:,} | 1 | — | — | — | — | — | — "
-            f"| — | failed: {r['error'][:120]} |"
+            f"| — | — | failed: {r['error'][:120]} |"
         )
     e2e = r.get("e2e_us")
+    mock = f"{r['mock_core']:.2f}" if "mock_core" in r else "—"
     sent = (r.get("totals") or {}).get("sent", 0)
     judged = (
         f"{group}: one run, fresh mock of {r['brokers']:,} brokers (one process), warm "
@@ -60,8 +69,8 @@ def _row(r: dict[str, Any], group: str) -> str:
         f"| {r['produce_requests_per_broker_s']['mean']:.1f} "
         f"(max {r['produce_requests_per_broker_s']['max']:.1f}) "
         f"| **{r['produce_requests_per_broker_tick']:.2f}** "
-        f"| {r['consumer_requests_per_broker_s']['mean']:.0f} "
-        f"| {_ms(e2e, 'p50')} / {_ms(e2e, 'p99')} / {_ms(e2e, 'p999')} | {judged} |"
+        f"| {r['consumer_requests_per_broker_s']['mean']:.0f} | {mock} "
+        f"| {_ms(e2e, 'p50')} / {_ms(e2e, 'p99')} / {_ms(e2e, 'p999')}{_parts(r)} | {judged} |"
     )
 
 
@@ -88,7 +97,8 @@ def estimate_rows(model: dict[str, float]) -> list[str]:
         rows.append(
             f"| estimate | {FLEET_BROKERS:,} | {FLEET_BROKERS // replicas:,} × 1 each | {replicas} "
             f"| staggered | {FLEET_BROKERS * 10:,} | **{total:.2f}** ({per:.2f} per replica) "
-            f"| {total / FLEET_BROKERS * 1000:.2f} | as measured | as measured | as measured | — "
+            f"| {total / FLEET_BROKERS * 1000:.2f} | as measured | as measured | as measured "
+            "| — | — "
             f"| estimate: {replicas} × (fixed {model['fixed']:.3f} + {FLEET_BROKERS // replicas:,} "
             f"× {model['per_broker'] * 1000:.2f} m), the two 1,000-broker runs |"
         )
@@ -120,16 +130,63 @@ def section(results: dict[str, Any]) -> str:
         "| case | brokers | probed brokers × partitions each | replicas | schedule, settings "
         "| msgs/s | cores (rdk broker / rdk other / Python threads) | millicores per probed broker "
         "| produce req/s per broker | produce req per broker per tick | consumer req/s per broker "
-        "| e2e ms p50 / p99 / p99.9 | what the row judged |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| mock cores | e2e ms p50 / p99 / p99.9 | what the row judged |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for group in ("scale", "replica", "levers"):
         lines += [_row(r, group) for r in runs.get(group, [])]
     model = fleet_model(runs)
     if model:
         lines += estimate_rows(model)
-    lines += ["", *verdict(runs, model)]
+    lines += ["", *verdict(runs, model), *mock_section(results.get("mock") or [], runs)]
     return "\n".join(lines) + "\n"
+
+
+def mock_section(mock: list[dict[str, Any]], runs: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """How many brokers the mock holds in one process, and what stops it."""
+    ok = [m for m in mock if "error" not in m]
+    if not ok:
+        return []
+    lines = [
+        "",
+        "The mock alone (`python -m bench.fleet_cost --only mock`: a fresh process per size, "
+        "`MockCluster(N)` and an N-partition topic, then three leader moves and 5 s idle):",
+        "",
+        "| brokers | start s (CPU s) | one leader move waits | threads | descriptors "
+        "| idle cores | descriptor limit | load |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for m in ok:
+        lines.append(
+            f"| {m['brokers']:,} | {m['start_s']:g} ({m['start_cpu_s']:g}) "
+            f"| {m['set_leader_s']:g} s "
+            f"| {m['threads']} | {m['fds']:,} | {m['idle_core']:g} | {m['nofile_limit']:,} "
+            f"| {m['load_1m']:.0f} |"
+        )
+    limit = ok[-1]["nofile_limit"]
+    whole = next((r for r in runs.get("scale", []) if r.get("brokers") == FLEET_BROKERS
+                  and "fds" in r), None)  # fmt: skip
+    lines += [
+        "",
+        "The mock serves every broker from one thread with one listening socket each, and each "
+        "client connection is one more descriptor of that one process, so its limit is the "
+        f"process's descriptors ({limit:,} here): a probe's producer and consumer connect to "
+        f"every probed broker, so with one probe it holds about {limit // 3:,} brokers "
+        "(3 descriptors a broker). Its start grows faster than linearly with N (the table), and "
+        "a leader move waits 0.1-0.5 s, so above 64 brokers `nines broker` lets the mock place "
+        "one replica per partition itself (partition p on broker p mod N + 1) and caps N at "
+        "4,096.",
+    ]
+    if whole:
+        per = whole["fds"] / whole["brokers"]
+        lines.append(
+            f"The probe is the tighter bound: at {whole['brokers']:,} brokers it held "
+            f"{whole['threads']:,} threads and {whole['fds']:,} descriptors ({per:.1f} a broker: "
+            "librdkafka keeps a thread and a wake-up pipe per broker in each of its clients), "
+            f"so one probe process stops at about {limit / per:,.0f} brokers under a "
+            f"{limit:,}-descriptor limit."
+        )
+    return lines
 
 
 def verdict(runs: dict[str, list[dict[str, Any]]], model: dict[str, float] | None) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.fleet_cost import Case, latencies, per_broker_rates, plan, thread_groups
+from bench.fleet_cost import Case, latencies, merged, per_broker_rates, plan, thread_groups
 from bench.report_fleet import estimate_rows, fleet_model, section
 from bench.run import PARTS, RUNNERS
 from core.echo import Echo
@@ -76,4 +76,14 @@ def test_fleet_model_and_verdict_from_the_two_thousand_broker_runs() -> None:
     text = section({"runs": runs})
     assert "**1.00, met**" in text and "**2.50** cores, not met" in text
     assert "failed: RuntimeError: probe did not start" in text
+    assert text.count("| baseline | 1,000 | 1,000 × 1 | 1 | staggered |") == 1
     assert "Not measured yet" in section({})
+
+
+def test_a_rerun_case_replaces_its_row_and_keeps_the_others() -> None:
+    old = {"scale": [run(10, 10, 0.1), run(1000, 1000, 2.5)], "replica": [run(1000, 100, 0.7)]}
+    new = {"scale": [run(10, 10, 0.2)], "levers": [run(100, 100, 0.3)]}
+    got = merged(old, new)
+    assert [r["core"] for r in got["scale"]] == [0.2, 2.5]
+    assert [r["core"] for r in got["replica"]] == [0.7]
+    assert [r["core"] for r in got["levers"]] == [0.3]
