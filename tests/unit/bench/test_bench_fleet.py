@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.fleet_cost import Case, latencies, merged, per_broker_rates, plan, thread_groups
-from bench.report_fleet import estimate_rows, fleet_model, section
+from bench.report_fleet import estimate_rows, fleet_model, replicas_needed, section
 from bench.run import PARTS, RUNNERS
 from core.echo import Echo
 from core.echo_v2 import encode_batch
@@ -60,21 +60,27 @@ def run(brokers: int, probed: int, core: float, group: str = "scale") -> dict[st
         "e2e_us": {"p50": 5000, "p99": 50_000, "p999": 90_000, "max": 100_000},
         "measured_s": 20.0, "cold": {"start_s": 5.0, "cpu_s": 1.0}, "load_1m": [10.0, 12.0],
         "threads": 4000, "rss_mib": 900, "totals": {"sent": 1000}, "lost": 0,
+        "echoes": probed * 10 * 20,
     }  # fmt: skip
 
 
-def test_fleet_model_and_verdict_from_the_two_thousand_broker_runs() -> None:
-    runs = {"scale": [run(10, 10, 0.1), run(1000, 1000, 2.5)],
-            "replica": [run(1000, 100, 0.7, "replica")],
+def test_fleet_model_from_the_rows_that_kept_their_schedule_and_the_verdict() -> None:
+    behind = {**run(1000, 1000, 0.9), "echoes": 0}  # one probe that could not keep up
+    runs = {"scale": [run(10, 10, 0.122), run(100, 100, 0.32), behind],
+            "replica": [run(1000, 100, 0.5)],
             "levers": [{"lever": "aligned ticks", "brokers": 1000, "partitions": 1000,
                         "error": "RuntimeError: probe did not start"}]}  # fmt: skip
     model = fleet_model(runs)
-    assert model is not None
-    assert abs(model["per_broker"] - 0.002) < 1e-12 and abs(model["fixed"] - 0.5) < 1e-12
-    rows = estimate_rows(model)
-    assert any("| 10 |" in r and "**7.00**" in r for r in rows)  # 10 × (0.5 + 100 × 0.002)
+    assert model is not None and model["rows"] == 3
+    got = (model["base"], model["per_known"], model["per_probed"])
+    assert all(abs(a - b) < 1e-9 for a, b in zip(got, (0.1, 0.0002, 0.002), strict=True))
+    # a replica: 0.1 + 1,000 × 0.2 m + 1,000 / R × 2 m; at most one core from R = 3
+    assert replicas_needed(model) == 3
+    assert any("| 3 |" in r and "**2.90**" in r for r in estimate_rows(model))
     text = section({"runs": runs})
-    assert "**1.00, met**" in text and "**2.50** cores, not met" in text
+    assert "One probe did not keep the schedule of 1,000 brokers" in text
+    assert "**3 replicas, 2.90 cores**" in text and "missed by 45%" in text
+    assert "worst **1.00**" in text and "**met**" in text
     assert "failed: RuntimeError: probe did not start" in text
     assert text.count("| baseline | 1,000 | 1,000 × 1 | 1 | staggered |") == 1
     assert "Not measured yet" in section({})
