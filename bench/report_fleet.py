@@ -196,10 +196,10 @@ def mock_section(mock: list[dict[str, Any]], runs: dict[str, list[dict[str, Any]
         "client connection is one more descriptor of that one process, so its limit is the "
         f"process's descriptors ({limit:,} here): a probe's producer and consumer connect to "
         f"every probed broker, so with one probe it holds about {limit // 3:,} brokers "
-        "(3 descriptors a broker). Its start grows faster than linearly with N (the table), and "
-        "a leader move waits 0.1-0.5 s, so above 64 brokers `nines broker` lets the mock place "
-        "one replica per partition itself (partition p on broker p mod N + 1) and caps N at "
-        "4,096.",
+        "(3 descriptors a broker). Its start grows faster than linearly with N (the table), "
+        "and a leader move can wait most of a second, so above 64 brokers `nines broker` lets "
+        "the mock place one replica per partition itself (partition p on broker p mod N + 1) "
+        "and caps N at 4,096.",
     ]
     if whole:
         per = whole["fds"] / whole["brokers"]

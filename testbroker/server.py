@@ -285,8 +285,8 @@ class _ControlServer(socketserver.ThreadingTCPServer):
 
 
 #: Above this many brokers a topic gets one replica per partition, which the mock itself places
-#: as partition p on broker (p mod N) + 1: each set_leader call waits 0.1 s (3 brokers) to 0.5 s
-#: (1,000), so placing 1,000 partitions by hand took minutes (docs/benchmarks.md, fleet cost).
+#: as partition p on broker (p mod N) + 1: a set_leader call can wait most of a second, so
+#: placing 1,000 partitions by hand took minutes (docs/benchmarks.md, the fleet's cost).
 REPLICATED_UP_TO_BROKERS = 64
 
 
