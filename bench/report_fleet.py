@@ -162,8 +162,65 @@ def section(results: dict[str, Any]) -> str:
     model = fleet_model(runs)
     if model:
         lines += estimate_rows(model)
-    lines += ["", *verdict(runs, model), *mock_section(results.get("mock") or [], runs)]
+    lines += ["", *verdict(runs, model), *lever_lines(runs)]
+    lines += mock_section(results.get("mock") or [], runs)
     return "\n".join(lines) + "\n"
+
+
+def reference(r: dict[str, Any], runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any] | None:
+    """The row a lever is read against: same brokers and partitions, staggered, no settings."""
+    for g in ("levers", "scale"):
+        for x in runs.get(g, []):
+            same = (x.get("brokers"), x.get("partitions")) == (r["brokers"], r["partitions"])
+            if same and x.get("schedule") == "staggered" and not x.get("kafka") and x is not r:
+                return x
+    return None
+
+
+def lever_lines(runs: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Each lever against its reference row: requests per tick, cores, and latency."""
+    pairs = []
+    for r in runs.get("levers", []):
+        plain = r.get("schedule") == "staggered" and not r.get("kafka")
+        if plain and r.get("partitions_per_broker", 1) > 1:  # fewer partitions: 1 against k
+            one = next((x for x in runs.get("scale", []) if x.get("brokers") == r["brokers"]
+                        and x.get("partitions_per_broker") == 1), None)  # fmt: skip
+            if one is not None:
+                label = f"1 partition per broker instead of {r['partitions_per_broker']:g}"
+                pairs.append(({**one, "lever": label}, r))
+        elif not plain and (ref := reference(r, runs)) is not None:
+            pairs.append((r, ref))
+    rows = []
+    for r, ref in pairs:
+        if "error" in r or "error" in ref:
+            continue
+
+        def p99(x: dict[str, Any], key: str) -> str:
+            return _ms(x.get(key), "p99")
+
+        rows.append(
+            f"| {r['lever']} | {ref['lever']} | {ref['produce_requests_per_broker_tick']:.2f} → "
+            f"**{r['produce_requests_per_broker_tick']:.2f}** | {ref['core']:.3f} → "
+            f"{r['core']:.3f} | {p99(ref, 'e2e_us')} → **{p99(r, 'e2e_us')}** | "
+            f"{p99(ref, 'publish_us')} → {p99(r, 'publish_us')} | "
+            f"{p99(ref, 'send_lag_us')} → {p99(r, 'send_lag_us')} | "
+            f"{ref['load_1m'][0]:.0f} / {r['load_1m'][0]:.0f} |"
+        )
+    if not rows:
+        return []
+    return [
+        "",
+        "The levers, each against the row it changes (same brokers and partitions, staggered, "
+        "default settings; one run each, so a difference smaller than the load's swing between "
+        "the two runs is noise). Latencies in ms at p99: end to end, then its parts the lever "
+        "moves: sent to acked (where `linger.ms` shows) and the probe's send lag (where the "
+        "machine's load shows).",
+        "",
+        "| lever | against | produce req per broker per tick | cores | e2e p99 | ack p99 "
+        "| send lag p99 | load (1 min): against / lever |",
+        "|---|---|---|---|---|---|---|---|",
+        *rows,
+    ]
 
 
 def mock_section(mock: list[dict[str, Any]], runs: dict[str, list[dict[str, Any]]]) -> list[str]:
