@@ -315,6 +315,8 @@ def plan(quick: bool) -> dict[str, list[Case]]:
         # a replica's share: every broker known from metadata, a tenth of them probed
         "replica": [Case(1000, 100, lever="1,000 brokers known, 100 probed")],
         "levers": [
+            # the control every lever at 100 brokers is read against, from the same batch
+            Case(100, 100, lever="control: 1 per broker, staggered"),
             # one probe does not keep 1,000 brokers' schedule (docs/benchmarks.md): at 100
             Case(100, 100, "aligned", lever="aligned ticks"),
             Case(100, 300, lever="3 partitions per broker"),

@@ -183,8 +183,18 @@ def lever_lines(runs: dict[str, list[dict[str, Any]]]) -> list[str]:
     for r in runs.get("levers", []):
         plain = r.get("schedule") == "staggered" and not r.get("kafka")
         if plain and r.get("partitions_per_broker", 1) > 1:  # fewer partitions: 1 against k
-            one = next((x for x in runs.get("scale", []) if x.get("brokers") == r["brokers"]
-                        and x.get("partitions_per_broker") == 1), None)  # fmt: skip
+            one = next(
+                (
+                    x
+                    for g in ("levers", "scale")
+                    for x in runs.get(g, [])
+                    if x.get("brokers") == r["brokers"]
+                    and x.get("partitions_per_broker") == 1
+                    and x.get("schedule") == "staggered"
+                    and not x.get("kafka")
+                ),
+                None,
+            )
             if one is not None:
                 label = f"1 partition per broker instead of {r['partitions_per_broker']:g}"
                 pairs.append(({**one, "lever": label}, r))
