@@ -74,8 +74,12 @@ def _row(r: dict[str, Any], group: str) -> str:
 
 
 def kept_schedule(r: dict[str, Any]) -> bool:
-    """The probe sent what its schedule asked in the window: echoes of at least 95 % of it."""
-    return "error" not in r and r.get("echoes", 0) >= 0.95 * r["msgs_per_s"] * r["measured_s"]
+    """The probe kept up in the window: echoes of at least 95 % of what its schedule asked,
+    and at most 1 % of them lost (read back after the loss timeout, or never)."""
+    if "error" in r:
+        return False
+    echoes = r.get("echoes", 0)
+    return echoes >= 0.95 * r["msgs_per_s"] * r["measured_s"] and r.get("lost", 0) <= 0.01 * echoes
 
 
 def fleet_model(runs: dict[str, list[dict[str, Any]]]) -> dict[str, float] | None:
@@ -302,13 +306,17 @@ def verdict(runs: dict[str, list[dict[str, Any]]], model: dict[str, float] | Non
         )
     else:
         sent = whole["produce_requests_per_broker_s"]["mean"]
+        lag = _ms(whole.get("send_lag_us"), "p99")
         out.append(
-            f"**One probe did not keep the schedule of {FLEET_BROKERS:,} brokers at 10/s each**: "
-            f"it sent {sent:.1f} produce requests a second per broker instead of 10 "
-            f"({whole.get('echoes', 0):,} echoes in its window), using {whole['core']:.2f} "
-            f"cores of a machine at load {whole['load_1m'][0]:.0f}→{whole['load_1m'][1]:.0f}; "
-            f"it took {whole['cold']['start_s']:g} s and {whole['cold']['cpu_s']:g} CPU-seconds "
-            "to start probing. Its row's requests per tick are therefore not a judgement."
+            f"**One probe did not keep up with {FLEET_BROKERS:,} brokers at 10/s each**: of "
+            f"{whole.get('echoes', 0):,} messages intended in its window {whole.get('lost', 0):,} "
+            f"were lost (not read back within the 30 s loss timeout), e2e p50 "
+            f"{_ms(whole.get('e2e_us'), 'p50')} ms, send lag p99 {lag} ms; the producer packed "
+            f"the backlog into {sent:.1f} produce requests a second per broker. It used "
+            f"{whole['core']:.2f} cores of a machine at load {whole['load_1m'][0]:.0f}→"
+            f"{whole['load_1m'][1]:.0f}, and took {whole['cold']['start_s']:g} s and "
+            f"{whole['cold']['cpu_s']:g} CPU-seconds to start probing. Its row's requests per "
+            "tick are therefore no judgement."
         )
     if worst:
         out.append(
