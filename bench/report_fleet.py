@@ -214,7 +214,9 @@ def lever_lines(runs: dict[str, list[dict[str, Any]]]) -> list[str]:
 
         rows.append(
             f"| {r['lever']} | {ref['lever']} | {ref['produce_requests_per_broker_tick']:.2f} → "
-            f"**{r['produce_requests_per_broker_tick']:.2f}** | {ref['core']:.3f} → "
+            f"**{r['produce_requests_per_broker_tick']:.2f}** "
+            f"| {ref['consumer_requests_per_broker_s']['mean']:.0f} → "
+            f"{r['consumer_requests_per_broker_s']['mean']:.0f} | {ref['core']:.3f} → "
             f"{r['core']:.3f} | {p99(ref, 'e2e_us')} → **{p99(r, 'e2e_us')}** | "
             f"{p99(ref, 'publish_us')} → {p99(r, 'publish_us')} | "
             f"{p99(ref, 'send_lag_us')} → {p99(r, 'send_lag_us')} | "
@@ -230,9 +232,9 @@ def lever_lines(runs: dict[str, list[dict[str, Any]]]) -> list[str]:
         "moves: sent to acked (where `linger.ms` shows) and the probe's send lag (where the "
         "machine's load shows).",
         "",
-        "| lever | against | produce req per broker per tick | cores | e2e p99 | ack p99 "
-        "| send lag p99 | load (1 min): against / lever |",
-        "|---|---|---|---|---|---|---|---|",
+        "| lever | against | produce req per broker per tick | consumer req/s per broker | cores "
+        "| e2e p99 | ack p99 | send lag p99 | load (1 min): against / lever |",
+        "|---|---|---|---|---|---|---|---|---|",
         *rows,
     ]
 
@@ -340,5 +342,19 @@ def verdict(runs: dict[str, list[dict[str, Any]]], model: dict[str, float] | Non
             "Every replica pays for knowing all the brokers, so more replicas cost more in all; "
             "the model is fitted on a loaded machine, whose CPU-seconds per message are not a "
             "quiet machine's."
+        )
+    hundred = next((r for r in runs.get("scale", []) if r.get("brokers") == 100
+                    and kept_schedule(r)), None)  # fmt: skip
+    if hundred:
+        t = hundred["core_by_thread"]
+        out.append(
+            f"\nWhere a probed broker's cost goes (100 brokers, one probe): librdkafka's broker "
+            f"threads took {t['rdk_broker']:.2f} of its {hundred['core']:.2f} cores, Python "
+            f"{t['python']:.2f}; its consumer sent "
+            f"{hundred['consumer_requests_per_broker_s']['mean']:.0f} requests a second to each "
+            f"broker against {hundred['produce_requests_per_broker_s']['mean']:.0f} produce "
+            "requests: with `fetch.wait.max.ms` 10 (the probe's default) an idle fetch comes "
+            "back every 10 ms, so the probe's own reading, not its sending, is what grows with "
+            "brokers (the `fetch.wait.max.ms` row of the levers)."
         )
     return out

@@ -88,7 +88,7 @@ def test_fleet_model_from_the_rows_that_kept_their_schedule_and_the_verdict() ->
     assert "worst **3.00** (3 partitions per broker, 100 brokers): **not met**" in text
     assert "failed: RuntimeError: probe did not start" in text
     assert text.count("| baseline | 1,000 | 1,000 × 1 | 1 | staggered |") == 1
-    assert "| linger.ms 100 | baseline | 1.00 → **0.50** | 0.320 → 0.250 |" in text
+    assert "| linger.ms 100 | baseline | 1.00 → **0.50** | 90 → 90 | 0.320 → 0.250 |" in text
     fewer = "| 1 partition per broker instead of 3 | 3 partitions per broker | 3.00 → **1.00** |"
     assert fewer in text
     assert "Not measured yet" in section({})
