@@ -73,7 +73,7 @@ def test_fleet_model_from_the_rows_that_kept_their_schedule_and_the_verdict() ->
                        {**run(100, 100, 0.25), "lever": "linger.ms 100",
                         "kafka": {"linger.ms": "100"}, "produce_requests_per_broker_tick": 0.5},
                        {**run(100, 300, 0.3), "lever": "3 partitions per broker",
-                        "partitions_per_broker": 3.0,
+                        "partitions_per_broker": 3.0, "probed_brokers": 100,
                         "produce_requests_per_broker_tick": 3.0}]}  # fmt: skip
     model = fleet_model(runs)
     assert model is not None and model["rows"] == 3
@@ -85,7 +85,8 @@ def test_fleet_model_from_the_rows_that_kept_their_schedule_and_the_verdict() ->
     text = section({"runs": runs})
     assert "One probe did not keep up with 1,000 brokers" in text
     assert "**3 replicas, 2.90 cores**" in text and "missed by 45%" in text
-    assert "worst **3.00** (3 partitions per broker, 100 brokers): **not met**" in text
+    assert "(the default layout) that kept its schedule: worst **1.00**" in text
+    assert "worst **3.00** (3 partitions per broker, 100 brokers);" in text
     assert "failed: RuntimeError: probe did not start" in text
     assert text.count("| baseline | 1,000 | 1,000 × 1 | 1 | staggered |") == 1
     assert "| linger.ms 100 | baseline | 1.00 → **0.50** | 90 → 90 | 0.320 → 0.250 |" in text
