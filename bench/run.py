@@ -35,6 +35,7 @@ PARTS = (
     "stages",
     "pressure",
     "flood",
+    "fleet",
 )
 
 
@@ -176,6 +177,14 @@ def _pressure(quick: bool) -> None:
         raise RuntimeError("bench.probe_pressure failed")
 
 
+def _fleet(quick: bool) -> None:
+    """A probe's CPU and produce requests per broker, 10 to 1,000 brokers (``bench.fleet_cost``)."""
+    from bench.fleet_cost import main as fleet
+
+    if fleet(["--quick"] if quick else []) != 0:
+        raise RuntimeError("bench.fleet_cost failed (JSON kept)")
+
+
 RUNNERS: dict[str, Callable[[bool], None]] = {
     "accuracy": _accuracy,
     "co": _co,
@@ -191,6 +200,7 @@ RUNNERS: dict[str, Callable[[bool], None]] = {
     "stages": _stages,
     "pressure": _pressure,
     "flood": _flood,
+    "fleet": _fleet,
 }
 
 

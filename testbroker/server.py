@@ -284,8 +284,17 @@ class _ControlServer(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
 
 
+#: Above this many brokers a topic gets one replica per partition, which the mock itself places
+#: as partition p on broker (p mod N) + 1: a set_leader call can wait most of a second, so
+#: placing 1,000 partitions by hand took minutes (docs/benchmarks.md, the fleet's cost).
+REPLICATED_UP_TO_BROKERS = 64
+
+
 def create_topic(cluster: MockCluster, name: str, partitions: int) -> None:
     """Create a topic and spread its leaders: partition p led by broker (p mod N) + 1."""
+    if cluster.brokers > REPLICATED_UP_TO_BROKERS:
+        cluster.create_topic(name, partitions, replication_factor=1)
+        return
     cluster.create_topic(name, partitions, replication_factor=min(3, cluster.brokers))
     for p in range(partitions):
         cluster.set_leader(name, p, p % cluster.brokers + 1)
