@@ -82,5 +82,5 @@ class FleetShare:
             echoes = [] if self.closing else self.tracker.hand_off(gone)
         for echo in echoes:
             self.publish(echo)
-        if gone:
+        if gone and not self.closing:
             log.info("fleet: partitions %s moved to another replica", sorted(gone))

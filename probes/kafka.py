@@ -107,6 +107,7 @@ class KafkaTransport:
         self._consumer: Any = None
         #: A fleet replica's consumer outside the group, for log ends (``open_group``).
         self._offsets: Any = None
+        self._closing = False
         #: The consumers of partitions added while probing (``add_receiver``).
         self._grown: list[KafkaReceiver] = []
         self.receive_errors = ReceiveErrors(self.topic, self._clients["consumer"]["group.id"])
@@ -157,6 +158,8 @@ class KafkaTransport:
         consumer = Consumer(quiet(self._clients["fleet"]))
 
         def on_assign(c: Any, tps: list[Any]) -> None:
+            if self._closing:  # a rebalance while leaving: nothing more is probed
+                return
             ps = sorted(tp.partition for tp in tps)
             ends = log_ends(self._offsets, self.topic, ps, self.leaders() or {})
             c.incremental_assign(
@@ -231,6 +234,7 @@ class KafkaTransport:
 
     def close_receiver(self) -> None:
         """Close the consumers."""
+        self._closing = True
         self._consumer.close()
         if self._offsets is not None:
             self._offsets.close()
