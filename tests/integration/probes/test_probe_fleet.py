@@ -13,6 +13,7 @@ Judged from what the replicas wrote, never from their word alone:
 
 from __future__ import annotations
 
+import itertools
 import re
 import signal
 import time
@@ -103,7 +104,7 @@ def gaps(bootstrap: str, topic: str) -> dict[int, tuple[float, float]]:
     out = {}
     for p, ts in times.items():
         ts.sort()
-        gap, at = max((b - a, a) for a, b in zip(ts, ts[1:], strict=False))
+        gap, at = max((b - a, a) for a, b in itertools.pairwise(ts))
         out[p] = (gap / 1e6, at / 1e6)
     return out
 
