@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from testbroker import EmbeddedBroker
 
@@ -133,11 +134,17 @@ def run(bootstrap: str, protocol: str) -> dict[str, float]:
     return out
 
 
+RESULTS = Path(__file__).resolve().parent / "results" / "fleet_rebalance.json"
+
+
 def main() -> None:
+    """Both protocols on one cluster; the figures to stdout and ``bench/results``."""
     topics = [(f"fleet-bench-{p}", PARTITIONS, 1) for p in ("classic", "consumer")]
     with EmbeddedBroker(engine="kafka", brokers=3, topics=topics) as kafka:
         results = {p: run(kafka.bootstrap, p) for p in ("classic", "consumer")}
-    print(json.dumps({"os_load1": os.getloadavg()[0], "results": results}, indent=1))
+    text = json.dumps({"os_load1": os.getloadavg()[0], "results": results}, indent=1)
+    RESULTS.write_text(text + "\n")
+    print(text)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ PARTS = (
     "stages",
     "pressure",
     "flood",
+    "fleet",
 )
 
 
@@ -176,6 +177,13 @@ def _pressure(quick: bool) -> None:
         raise RuntimeError("bench.probe_pressure failed")
 
 
+def _fleet(quick: bool) -> None:
+    """A probe fleet's rebalance times, classic vs consumer protocol (``bench.fleet_rebalance``)."""
+    from bench.fleet_rebalance import main as fleet
+
+    fleet()
+
+
 RUNNERS: dict[str, Callable[[bool], None]] = {
     "accuracy": _accuracy,
     "co": _co,
@@ -191,6 +199,7 @@ RUNNERS: dict[str, Callable[[bool], None]] = {
     "stages": _stages,
     "pressure": _pressure,
     "flood": _flood,
+    "fleet": _fleet,
 }
 
 

@@ -219,7 +219,13 @@ class ProbeAgent:
             self.publisher.publish,
             START_DELAY_US,
         )
-        self._transport.open_group(self.fleet.assigned, self.fleet.revoked)
+        planner = self.planner
+
+        def leaders() -> dict[int, int]:
+            with self._lock:
+                return dict(planner.leaders)
+
+        self._transport.open_group(self.fleet.assigned, self.fleet.revoked, leaders)
 
     def _ensure_topics(self) -> None:
         """``--manage-topic``: create the probe and echo topics when the clusters have none."""

@@ -142,6 +142,7 @@ class KafkaTransport:
         self,
         assigned: Callable[[list[int]], object],
         revoked: Callable[[list[int]], None],
+        leaders: Callable[[], dict[int, int]],
     ) -> None:
         """Join the fleet's consumer group on the probe topic (``fleet_group``) instead of
         assigning partitions: ``assigned`` and ``revoked`` are called from the receive thread's
@@ -151,6 +152,10 @@ class KafkaTransport:
         group, asks), so no message of this replica's is sent before where reading starts;
         ``revoked`` runs before the consumer lets the partitions go, so a message that arrives
         before the revocation completes is received, and none is read by two replicas.
+
+        The lookup holds the receive thread (the callbacks run in its poll): ``leaders`` are the
+        ones already known, so it is one ListOffsets round trip per leader, not a metadata
+        request first; arrivals on the replica's other partitions are stamped that much late.
         """
         from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 
@@ -161,7 +166,7 @@ class KafkaTransport:
             if self._closing:  # a rebalance while leaving: nothing more is probed
                 return
             ps = sorted(tp.partition for tp in tps)
-            ends = log_ends(self._offsets, self.topic, ps, self.leaders() or {})
+            ends = log_ends(self._offsets, self.topic, ps, leaders())
             c.incremental_assign(
                 [TopicPartition(self.topic, p, ends.get(p, OFFSET_END)) for p in ps]
             )
