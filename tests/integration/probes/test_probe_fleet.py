@@ -161,10 +161,16 @@ def run_fleet(kafka_broker: EmbeddedBroker, tmp_path: Path) -> None:
         live |= {n: start(n) for n in ("d", "e")}
         took["2 -> 4"] = all_probed_since(list(live.values()), marks["2 -> 4"])
         time.sleep(2)
+        # all at once, one SIGTERM each (as a rollout's end or a scale to 0 sends them): a
+        # second one could land after the interpreter put back the default handler, on its way
+        # out, and end it with status 143
+        for r in live.values():
+            r.proc.send_signal(signal.SIGTERM)
         for name in list(live):
-            live[name].proc.send_signal(signal.SIGTERM)
-        for name in list(live):
-            stopped[name] = live.pop(name).stop()
+            r = live.pop(name)
+            status = r.proc.wait(60)
+            assert status == 0 and "Traceback" not in r.stderr(), (status, r.stderr())
+            stopped[name] = r.summary()
     finally:
         for r in live.values():
             r.kill()
