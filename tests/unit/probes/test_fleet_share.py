@@ -208,3 +208,20 @@ def test_a_summary_written_before_handoff_lost_existed_reads_it_as_0(tmp_path: P
     old = {"format": 1, **{k: 1 for k in FIELDS if k != "handoff_lost"}}
     (tmp_path / "s.json").write_text(json.dumps(old))
     assert read_summary(tmp_path / "s.json")["handoff_lost"] == 0
+
+
+def test_deploy_md_sizes_the_fleet_by_its_own_rule() -> None:
+    """docs/deploy.md's brokers → replicas → cores table follows the rule and the cost it
+    states (100 msgs/s per broker; 0.178 and 0.312 of a core per 1,000 msgs/s)."""
+    deploy = (Path(__file__).resolve().parents[3] / "docs" / "deploy.md").read_text()
+    section = deploy.split("## A probe fleet", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| ([\d,]+) \| ([\d,]+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$",
+                      section, re.M)  # fmt: skip
+    assert len(rows) >= 6
+    for brokers, msgs, replicas, cores, per, cores_quiet in rows:
+        b = int(brokers.replace(",", ""))
+        assert int(msgs.replace(",", "")) == 100 * b
+        assert int(replicas) == max(2, -(-b // 50))
+        assert float(cores) == round(0.178 * b / 10, 2)
+        assert float(per) == round(0.178 * b / 10 / int(replicas), 2)
+        assert float(cores_quiet) == round(0.312 * b / 10, 2)
