@@ -178,11 +178,14 @@ def _pressure(quick: bool) -> None:
 
 
 def _fleet(quick: bool) -> None:
-    """A probe's CPU and produce requests per broker, 10 to 1,000 brokers (``bench.fleet_cost``)."""
-    from bench.fleet_cost import main as fleet
+    """A probe's CPU and produce requests per broker, 10 to 1,000 brokers (``bench.fleet_cost``),
+    and a fleet's rebalance times, classic vs consumer protocol (``bench.fleet_rebalance``)."""
+    from bench.fleet_cost import main as fleet_cost
+    from bench.fleet_rebalance import main as fleet_rebalance
 
-    if fleet(["--quick"] if quick else []) != 0:
+    if fleet_cost(["--quick"] if quick else []) != 0:
         raise RuntimeError("bench.fleet_cost failed (JSON kept)")
+    fleet_rebalance()
 
 
 RUNNERS: dict[str, Callable[[bool], None]] = {

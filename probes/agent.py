@@ -23,6 +23,7 @@ from probes import summary
 from probes.clock import ProbeClock
 from probes.config import ProbeConfig
 from probes.consumer import ProbeConsumer
+from probes.fleet import FleetShare
 from probes.hiccup import HiccupMeter
 from probes.manager import NO_ANSWER, Admin, AdminErrors, Growable, TopicManager, ensure_topic
 from probes.payload import probe_hash
@@ -70,7 +71,11 @@ class ProbeAgent:
         )
         #: Guards the tracker and the planner's leaders, shared by all the probe's threads.
         self._lock = threading.Lock()
-        self.planner = PartitionPlanner(config.topic, config.rate, self._lock)
+        self.planner = PartitionPlanner(
+            config.topic, config.rate, self._lock, fleet=config.fleet_group is not None
+        )
+        #: A fleet replica's share of the topic (``fleet_group``); None: every partition.
+        self.fleet: FleetShare | None = None
         self.publisher = publisher_for(config)
         self._transport = transport
         self._echo_sink = echo_sink
@@ -130,7 +135,10 @@ class ProbeAgent:
 
             self._echo_sink = echo_producer(cfg)
         self.publisher.open(self._echo_sink)
-        transport.open_receiver(self.partitions)
+        if cfg.fleet_group is not None:
+            self._join_fleet()
+        else:
+            transport.open_receiver(self.partitions)
         self.schedule = Schedule(
             self.partitions,
             cfg.rate,
@@ -150,7 +158,10 @@ class ProbeAgent:
             cfg.size,
             publish,
             cfg.duration,
+            owned=None if self.fleet is None else self.fleet.owned,
         )
+        if self.fleet is not None:
+            self.fleet.join = self.producer.join
         self.consumer = ProbeConsumer(
             transport, self.tracker, self._lock, self.clock, probe, publish
         )
@@ -193,6 +204,29 @@ class ProbeAgent:
             web = load_web_config(cfg.web_config_file)
             self._server = serve(self.stats, cfg.metrics_host, cfg.metrics_port, web)
         return self
+
+    def _join_fleet(self) -> None:
+        """``fleet_group``: join the group; it assigns the partitions to probe from then on."""
+        from core.config import ConfigError
+        from probes.kafka import KafkaTransport
+
+        if not isinstance(self._transport, KafkaTransport):
+            raise ConfigError("fleet_group: needs a Kafka transport (a Kafka consumer group)")
+        self.fleet = FleetShare(
+            self._lock,
+            self.tracker,
+            self.planner,
+            self.clock,
+            self.publisher.publish,
+            START_DELAY_US,
+        )
+        planner = self.planner
+
+        def leaders() -> dict[int, int]:
+            with self._lock:
+                return dict(planner.leaders)
+
+        self._transport.open_group(self.fleet.assigned, self.fleet.revoked, leaders)
 
     def _ensure_topics(self) -> list[tuple[Admin, str]]:
         """``--manage-topic``: create the probe and echo topics when the clusters have none.
@@ -333,6 +367,9 @@ class ProbeAgent:
                 timeout_s,
             )
         self.publisher.flush(max(0.5, deadline - time.monotonic()))
+        if self.fleet is not None:
+            with self._lock:
+                self.fleet.closing = True
         self._transport.close_receiver()
         if self._server is not None:
             self._server.shutdown()
@@ -351,7 +388,7 @@ class ProbeAgent:
         s = self.stats()
         parts = s["partitions"].values()
         return {
-            **{k: sum(p[k] for p in parts) for k in ("sent", "received", "lost")},
+            **{k: sum(p[k] for p in parts) for k in ("sent", "received", "lost", "handoff_lost")},
             "unresolved": self.unresolved_at_stop,
             "echo_records_published": s["echoes_published"],
             "echo_dropped": s["echo_dropped"],
@@ -377,6 +414,9 @@ class ProbeAgent:
             unprobed_partitions = len(self.planner.unprobed_partitions())
             exists = bool(self.planner.exists)
             answered_s = self.planner.answered_s
+            fleet = None
+            if self.fleet is not None:
+                fleet = {p: int(p in self.fleet.owned) for p in {*self.planner.seen, *parts}}
         # since the cluster's last metadata answer; since the probe started if it never answered
         metadata_age_s = time.monotonic() - (self._created_s if answered_s is None else answered_s)
         # only Kafka's transport counts its consumers' authorization failures
@@ -400,6 +440,8 @@ class ProbeAgent:
             "metadata_age_s": metadata_age_s,
             "admin_errors": dict(self.admin_errors.counts),
             "receive_errors": dict(receive_errors.counts) if receive_errors is not None else {},
+            # a fleet replica's: partition → 1 while it probes it, 0 otherwise
+            **({"fleet": fleet} if fleet is not None else {}),
         }
 
 

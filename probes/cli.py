@@ -32,6 +32,7 @@ FLAGS = (
     "manage_topic",
     "rebalance",
     "summary_file",
+    "fleet_group",
 )
 
 EXAMPLES = """examples:

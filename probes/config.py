@@ -47,6 +47,9 @@ MIN_SEND_QUEUE, MAX_SEND_QUEUE = 10_000, 1_000_000
 #: librdkafka's ``message.timeout.ms`` is a signed 32-bit count of ms; the probe producer's is
 #: ``loss_timeout`` + this (a lost message is declared by us, before librdkafka gives up).
 DELIVERY_MARGIN_MS = 5000
+#: A fleet replica's group session timeout: a replica killed without leaving the group has its
+#: partitions moved after this (Kafka's default was 10 s until 3.0; brokers allow 6 s and up).
+FLEET_SESSION_TIMEOUT_MS = 10_000
 MAX_LOSS_TIMEOUT_S = (2**31 - 1 - DELIVERY_MARGIN_MS) // 1000
 
 
@@ -155,6 +158,13 @@ class ProbeConfig(KafkaAuthConfig):
     #: redis:// only: XADD/XREAD on a stream (the XADD reply is the ack) instead of pub/sub
     redis_streams: bool = setting(
         False, help="redis:// only: a stream (XADD's reply is the ack) instead of pub/sub"
+    )
+    #: A probe fleet (docs/deploy.md, "A probe fleet"): replicas with the same group share the
+    #: topic's partitions as Kafka's consumer group assigns them; None: this probe probes all
+    fleet_group: str | None = setting(
+        None,
+        help="Kafka only: share the topic with the replicas of this group, probing only the "
+        "partitions the group assigns",
     )
     #: JSON totals written here at a clean stop (``probes.summary``); None: none written
     summary_file: str | None = setting(None, help="write the totals here as JSON at a clean stop")
@@ -281,6 +291,17 @@ class ProbeConfig(KafkaAuthConfig):
             )
         return v
 
+    @field_validator("fleet_group")
+    @classmethod
+    def _fleet_kafka(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is None:
+            return v
+        if system_of(info.data.get("bootstrap", "")) != "kafka":
+            raise ValueError("Kafka only: a fleet shares a topic through a Kafka consumer group")
+        if not v or len(v.encode()) > 128 or not v.isprintable():
+            raise ValueError("1..128 bytes of printable characters")
+        return v
+
     @field_validator("rebalance")
     @classmethod
     def _rebalance(cls, v: bool, info: ValidationInfo) -> bool:
@@ -405,4 +426,24 @@ class ProbeConfig(KafkaAuthConfig):
             "group.id": f"{PROBE_GROUP_PREFIX}{self.probe_id}",
             "enable.auto.commit": False,
         }
-        return {"producer": producer, "consumer": consumer, "echo_producer": echo_producer}
+        # A fleet replica's group member (classic protocol, cooperative-sticky: a SIGKILLed
+        # replica's partitions moved in 10 s, against 43 s under KIP-848's consumer protocol,
+        # whose session timeout the broker sets, 45 s at least by default; docs/deploy.md).
+        fleet = {
+            **consumer,
+            "group.id": f"{PROBE_GROUP_PREFIX}fleet-{self.fleet_group}",
+            "group.protocol": "classic",
+            "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": FLEET_SESSION_TIMEOUT_MS,
+            "heartbeat.interval.ms": FLEET_SESSION_TIMEOUT_MS // 10,
+            # the group's leader sees partitions added to the topic at this refresh
+            "topic.metadata.refresh.interval.ms": 10_000,
+            "auto.offset.reset": "latest",
+            "enable.auto.commit": False,
+        }
+        return {
+            "producer": producer,
+            "consumer": consumer,
+            "echo_producer": echo_producer,
+            **({"fleet": fleet} if self.fleet_group else {}),
+        }

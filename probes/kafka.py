@@ -105,6 +105,9 @@ class KafkaTransport:
             {**quiet(self._clients["producer"]), "error_cb": self._failures}
         )
         self._consumer: Any = None
+        #: A fleet replica's consumer outside the group, for log ends (``open_group``).
+        self._offsets: Any = None
+        self._closing = False
         #: The consumers of partitions added while probing (``add_receiver``).
         self._grown: list[KafkaReceiver] = []
         self.receive_errors = ReceiveErrors(self.topic, self._clients["consumer"]["group.id"])
@@ -134,6 +137,49 @@ class KafkaTransport:
         once the leader answers: its messages sent before then are counted lost, never absent.
         """
         self._consumer = self._reader(partitions, unknown_ok=True)
+
+    def open_group(
+        self,
+        assigned: Callable[[list[int]], object],
+        revoked: Callable[[list[int]], None],
+        leaders: Callable[[], dict[int, int]],
+    ) -> None:
+        """Join the fleet's consumer group on the probe topic (``fleet_group``) instead of
+        assigning partitions: ``assigned`` and ``revoked`` are called from the receive thread's
+        poll, with the group's changes (cooperative: only the partitions that move).
+
+        A partition is assigned at its log end, read before (a second consumer, outside the
+        group, asks), so no message of this replica's is sent before where reading starts;
+        ``revoked`` runs before the consumer lets the partitions go, so a message that arrives
+        before the revocation completes is received, and none is read by two replicas.
+
+        The lookup holds the receive thread (the callbacks run in its poll): ``leaders`` are the
+        ones already known, so it is one ListOffsets round trip per leader, not a metadata
+        request first; arrivals on the replica's other partitions are stamped that much late.
+        """
+        from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+        self._offsets = Consumer(quiet(self._clients["consumer"]))
+        consumer = Consumer(quiet(self._clients["fleet"]))
+
+        def on_assign(c: Any, tps: list[Any]) -> None:
+            if self._closing:  # a rebalance while leaving: nothing more is probed
+                return
+            ps = sorted(tp.partition for tp in tps)
+            ends = log_ends(self._offsets, self.topic, ps, leaders())
+            c.incremental_assign(
+                [TopicPartition(self.topic, p, ends.get(p, OFFSET_END)) for p in ps]
+            )
+            assigned(ps)
+
+        def on_revoke(c: Any, tps: list[Any]) -> None:
+            revoked(sorted(tp.partition for tp in tps))
+            c.incremental_unassign(tps)
+
+        consumer.subscribe(
+            [self.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke
+        )
+        self._consumer = consumer
 
     def add_receiver(self, partitions: list[int]) -> KafkaReceiver:
         """A consumer of its own for ``partitions``, added while probing, from their high
@@ -193,7 +239,10 @@ class KafkaTransport:
 
     def close_receiver(self) -> None:
         """Close the consumers."""
+        self._closing = True
         self._consumer.close()
+        if self._offsets is not None:
+            self._offsets.close()
         for receiver in self._grown:
             receiver.close()
 

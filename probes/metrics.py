@@ -56,6 +56,8 @@ class ProbeCollector(Collector):
             leader.add_metric([*base, str(p)], s["leaders"].get(p, -1))
         yield errors
         yield leader
+        if "fleet" in s:
+            yield from _fleet(s, labels, base)
         yield _gauge(
             "nines_probe_in_flight", "Messages sent, not yet received or lost.", s["in_flight"]
         )
@@ -232,6 +234,37 @@ class SelfCollector(Collector):
                 rtt["p99"].add_metric(where, b.rtt_p99_us / 1e6)
         yield from counters.values()
         yield from rtt.values()
+
+
+def _fleet(s: dict[str, Any], labels: list[str], base: list[str]) -> Iterator[Any]:
+    """A fleet replica's share (``probes.fleet``): which partitions it probes, when it last sent
+    to each, and what its handoffs ended (docs/deploy.md, "A probe fleet")."""
+    probed = GaugeMetricFamily(
+        "nines_probe_partition_probed",
+        "1 while this fleet replica probes the partition, 0 while another does (or none).",
+        labels=labels,
+    )
+    for p, mine in sorted(s["fleet"].items()):
+        probed.add_metric([*base, str(p)], mine)
+    yield probed
+    last = GaugeMetricFamily(
+        "nines_probe_partition_last_sent_timestamp_seconds",
+        "When this replica last sent to the partition (Unix time); the fleet's unprobed time of "
+        "a partition is time() minus the max over replicas.",
+        labels=labels,
+    )
+    handoff = CounterMetricFamily(
+        "nines_probe_handoff_lost",
+        "Messages in flight to a partition when the fleet moved it to another replica, not back "
+        "before the move completed (no echo: the broker did not lose them).",
+        labels=labels,
+    )
+    for p, stats in sorted(s["partitions"].items()):
+        if stats["last_sent_us"]:
+            last.add_metric([*base, str(p)], stats["last_sent_us"] / 1e6)
+        handoff.add_metric([*base, str(p)], stats["handoff_lost"])
+    yield last
+    yield handoff
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:

@@ -65,8 +65,13 @@ class PartitionPlanner:
     is offered to :meth:`grow_seen`, and the topic's going and coming back is said in one line.
     """
 
-    def __init__(self, topic: str, rate_per_s: float, lock: threading.Lock) -> None:
+    def __init__(
+        self, topic: str, rate_per_s: float, lock: threading.Lock, fleet: bool = False
+    ) -> None:
         self.topic, self.rate_per_s, self._lock = topic, rate_per_s, lock
+        #: A fleet replica (``probes.fleet``): the group assigns ``partitions``, and coverage
+        #: (unprobed brokers and partitions) is the fleet's, i.e. the topic's.
+        self.fleet = fleet
         self.partitions: list[int] = []
         #: Updated in place, so every holder sees the refreshes.
         self.leaders: dict[int, int] = {}
@@ -99,7 +104,11 @@ class PartitionPlanner:
                 self.topic,
             )
             return Plan([], {}, [])
-        planned = plan(layout, self.rate_per_s)
+        if self.fleet:  # every leader followed; the group assigns what to probe, within the limit
+            idle = sorted(layout.brokers - set(layout.leaders.values()))
+            planned = Plan([], dict(layout.leaders), idle)
+        else:
+            planned = plan(layout, self.rate_per_s)
         self.partitions = planned.partitions
         self.leaders.update(planned.leaders)
         self.brokers = layout.brokers
@@ -114,11 +123,16 @@ class PartitionPlanner:
         return planned
 
     def unprobed(self) -> frozenset[int]:
-        """Brokers that lead no probed partition now (call under the lock)."""
-        return self.brokers - {self.leaders[p] for p in self.partitions if p in self.leaders}
+        """Brokers that lead no probed partition now (call under the lock); of a fleet, no
+        partition of the topic (the group has every partition probed by some replica)."""
+        probed = self.leaders if self.fleet else self.partitions
+        return self.brokers - {self.leaders[p] for p in probed if p in self.leaders}
 
     def unprobed_partitions(self) -> list[int]:
-        """Partitions of the topic, as last seen, that the probe does not probe (yet)."""
+        """Partitions of the topic, as last seen, that the probe does not probe (yet); none for a
+        fleet replica (the group assigns every partition; ``nines_probe_partition_probed``)."""
+        if self.fleet:
+            return []
         return sorted(set(self.seen) - set(self.partitions))
 
     def _saw(self, leaders: Mapping[int, int]) -> None:
@@ -133,7 +147,10 @@ class PartitionPlanner:
             if leaders or self._absent >= ABSENT_ANSWERS or before is None:
                 self.exists = bool(leaders)
             self.seen = dict(leaders)
-            follow(self.leaders, {p: b for p, b in leaders.items() if p in self.leaders})
+            follow(
+                self.leaders,
+                {p: b for p, b in leaders.items() if self.fleet or p in self.leaders},
+            )
         if before is not False and self.exists is False:
             log.warning(
                 "%s: the cluster has no such topic now (deleted?): its messages are counted "
@@ -161,6 +178,8 @@ class PartitionPlanner:
     def grow_seen(self) -> list[int]:
         """Take in the partitions last seen that are not probed yet (returned: to be probed from
         now on), unless the probe's total rate would pass its hard limit."""
+        if self.fleet:  # the group assigns new partitions
+            return []
         with self._lock:
             seen = dict(self.seen)
             probed = set(self.partitions)

@@ -54,8 +54,12 @@ class ProbeProducer:
         size: int,
         publish: Callable[[Echo], None],
         duration_s: float | None = None,
+        owned: set[int] | None = None,
     ) -> None:
         self.transport, self.schedule, self.tracker = transport, schedule, tracker
+        #: A fleet replica's partitions (``probes.fleet``, changed under ``lock``): a partition
+        #: not in it is never sent to again, and leaves the schedule; None: every partition.
+        self.owned = owned
         self.lock, self.clock, self.leaders = lock, clock, leaders
         self.probe, self.size, self.publish = probe, size, publish
         self.end_us = None if duration_s is None else schedule.t0_us + int(duration_s * 1e6)
@@ -94,11 +98,18 @@ class ProbeProducer:
                 continue
             payload = encode(self.probe, partition, seq, intended, self.size)
             leader = self.leaders.get(partition, -1)
+            owned = self.owned
+            gone = False
             while True:
                 try:
                     # Under the lock: the delivery report (another thread) and the message
-                    # itself (the receiver) must not reach the tracker before the send does.
+                    # itself (the receiver) must not reach the tracker before the send does;
+                    # and a fleet's revocation (``probes.fleet``) cannot slip between the
+                    # ownership check and the send.
                     with lock:
+                        if owned is not None and partition not in owned:
+                            gone = True
+                            break
                         send(partition, seq, payload, report)
                         tracker.sent(partition, seq, intended, clock.now_us(), leader)
                     break
@@ -109,6 +120,9 @@ class ProbeProducer:
                 except Exception as exc:  # refused at once: a send error, and the sender goes on
                     self._refused(partition, seq, intended, leader, exc)
                     break
+            if gone:
+                schedule.remove(partition)
+                continue
             schedule.advance(partition)
 
     def _refused(

@@ -29,6 +29,8 @@ class Schedule:
 
     def __post_init__(self) -> None:
         self.next_seq = {p: 0 for p in self.partitions}
+        #: Partition → next seq of the partitions :meth:`remove` took out.
+        self._removed: dict[int, int] = {}
         n = len(self.partitions)
         self._offset_us = {
             p: 0 if self.aligned else int(i * 1e6 / (self.rate_per_s * n))
@@ -40,10 +42,23 @@ class Schedule:
         heapq.heapify(self._due)
 
     def add(self, partition: int, start_us: int) -> None:
-        """Schedule a partition added while probing: its message 0 is intended at ``start_us``."""
-        self.next_seq[partition] = 0
-        self._offset_us[partition] = start_us - self.t0_us
-        heapq.heappush(self._due, (start_us, partition, 0))
+        """Schedule a partition added while probing: its next message is intended at
+        ``start_us``; a partition :meth:`remove` took out goes on from its next seq, so no seq
+        of a partition is sent twice (the tracker keys messages by partition and seq)."""
+        # a partition given back before the sender noticed it went: its old times are void
+        self.remove(partition)
+        seq = self._removed.pop(partition, 0)
+        self.next_seq[partition] = seq
+        self._offset_us[partition] = start_us - self.t0_us - int(seq * 1e6 / self.rate_per_s)
+        heapq.heappush(self._due, (start_us, partition, seq))
+
+    def remove(self, partition: int) -> None:
+        """Stop scheduling ``partition`` (a probe fleet moved it to another replica)."""
+        if partition not in self.next_seq:
+            return
+        self._removed[partition] = self.next_seq.pop(partition)
+        self._due = [entry for entry in self._due if entry[1] != partition]
+        heapq.heapify(self._due)
 
     def intended_us(self, partition: int, seq: int) -> int:
         """When message ``seq`` of ``partition`` is supposed to be sent."""

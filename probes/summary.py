@@ -9,8 +9,9 @@ none. The format (``format`` 1; docs/configuration.md, *The probe's summary file
      "echo_records_published": 997, "echo_dropped": 2}
 
 ``sent``, ``received`` and ``lost`` are summed over the probed partitions; ``unresolved`` were
-still in flight when the shutdown timeout ran out (they have no echo record). The ``stopped:``
-log line shows the same totals to humans; no program should parse it.
+still in flight when the shutdown timeout ran out (they have no echo record); ``handoff_lost``
+(a fleet replica's, ``probes.fleet``) were in flight to a partition the fleet moved away. The
+``stopped:`` log line shows the same totals to humans; no program should parse it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,17 @@ from runtime.files import MAX_SMALL_BYTES, read_text_bounded
 
 FORMAT = 1
 #: The totals, in the order the log line shows them.
-FIELDS = ("sent", "received", "lost", "unresolved", "echo_records_published", "echo_dropped")
+FIELDS = (
+    "sent",
+    "received",
+    "lost",
+    "unresolved",
+    "echo_records_published",
+    "echo_dropped",
+    "handoff_lost",
+)
+#: Fields added within format 1: a file written before them reads as 0.
+ADDED = frozenset({"handoff_lost"})
 
 
 def check_writable(path: str | None) -> None:
@@ -61,4 +72,4 @@ def read_summary(path: str | Path) -> dict[str, int]:
         return {}
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"{path}: not a probe summary of format {FORMAT}")
-    return {k: int(data[k]) for k in FIELDS}
+    return {k: int(data[k] if k not in ADDED else data.get(k, 0)) for k in FIELDS}

@@ -41,9 +41,13 @@ class PartitionStats:
     """Counters of one probe-topic partition."""
 
     sent: int = 0
+    #: Probe-clock time of the last send (0: none yet).
+    last_sent_us: int = 0
     acked: int = 0
     received: int = 0
     lost: int = 0
+    #: In flight to a partition when a probe fleet moved it to another replica, not back by then.
+    handoff_lost: int = 0
     late_after_loss: int = 0
     duplicates: int = 0
     out_of_order: int = 0
@@ -160,7 +164,9 @@ class Tracker:
     def sent(self, partition: int, seq: int, intended_us: int, sent_us: int, leader: int) -> None:
         """The producer accepted the message."""
         self.in_flight[(partition, seq)] = InFlight(intended_us, sent_us, leader)
-        self._p(partition).sent += 1
+        stats = self._p(partition)
+        stats.sent += 1
+        stats.last_sent_us = sent_us
 
     def acked(self, partition: int, seq: int, acked_us: int) -> Echo | None:
         """The broker acknowledged the message; its echo if it was already received."""
@@ -244,6 +250,24 @@ class Tracker:
         horizon_us = now_us - LOST_MEMORY_TIMEOUTS * self.loss_timeout_us
         for runs in self.lost_runs.values():
             runs.forget(horizon_us)
+        return out
+
+    def hand_off(self, partitions: set[int]) -> list[Echo]:
+        """The fleet moved ``partitions`` to another replica (the sender stopped sending to them
+        first): each of their messages in flight ends now, exactly once. One received already
+        gets its echo (its delivery report, if it comes, is ignored); one not back is counted
+        ``handoff_lost`` and gets no echo, since the broker did not lose it: this replica stopped
+        reading (the stream's loss counts the broker's losses only)."""
+        gone = [(k, m) for k, m in self.in_flight.items() if k[0] in partitions]
+        out = []
+        for key, msg in gone:
+            del self.in_flight[key]
+            partition, seq = key
+            if msg.received_us is not None:
+                self.held -= 1
+                out.append(self._echo(partition, seq, msg, received_us=msg.received_us))
+            else:
+                self._p(partition).handoff_lost += 1
         return out
 
     def release_held(self) -> list[Echo]:

@@ -189,7 +189,8 @@ class ProbeProcess:
     def stop(self) -> dict[str, int]:
         """SIGTERM, as an operator stops it: exit 0 and no traceback; its totals."""
         self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(60) == 0, self.stderr()
+        status = self.proc.wait(60)
+        assert status == 0, f"exit status {status}: {self.stderr()}"
         assert "Traceback" not in self.stderr(), self.stderr()
         return self.summary()
 

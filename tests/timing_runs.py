@@ -28,6 +28,7 @@ TIMING_SET = {
     "integration": [
         "tests/integration/probes/test_probe_metrics_flood.py",
         "tests/integration/probes/test_probe_pressure.py",
+        "tests/integration/probes/test_probe_fleet.py",
         "tests/integration/broker/test_broker_faults.py",
         "tests/integration/broker/test_broker_signals.py",
     ],

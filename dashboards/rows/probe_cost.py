@@ -87,4 +87,27 @@ def panels() -> list[object]:
             "answer shows in both; an end-to-end tail with a short RTT lies elsewhere (the "
             "probe, replication, the consumer).",
         ),
+        count_timeseries(
+            "Fleet: seconds since a partition was last probed, and handoff losses",
+            [
+                (
+                    "time() - max by (cluster, topic, partition) "
+                    "(nines_probe_partition_last_sent_timestamp_seconds"
+                    f"{{{CLUSTER}}})",
+                    "{{cluster}} partition {{partition}} unprobed for (s)",
+                ),
+                (
+                    "sum by (cluster, topic, partition) "
+                    f"(increase(nines_probe_handoff_lost_total{{{CLUSTER}}}[$__rate_interval]))",
+                    "{{cluster}} partition {{partition}} handoff lost",
+                ),
+            ],
+            "A probe fleet (docs/deploy.md, A probe fleet): per partition, the seconds since "
+            "any replica last sent to it (about 1 / rate while one probes it; it grows through a "
+            "handoff, while a dead replica's partitions wait for the group to move them), and "
+            "the messages in flight at a handoff that were not back before it completed. Empty "
+            "for a single probe.",
+            unit="s",
+            width=24,
+        ),
     ]

@@ -29,7 +29,7 @@ PUBLISHED = {
     "--aws-region --topic "
     "--echo-topic --rate --schedule --size --cluster --probe-id --loss-timeout --duration "
     "--echo-format --metrics-host --web-config-file --metrics-port --manage-topic --rebalance "
-    "--summary-file",
+    "--summary-file --fleet-group",
 }
 MODELS = {"stream": (PipelineConfig, flags()), "probe": (ProbeConfig, PROBE_FLAGS)}
 

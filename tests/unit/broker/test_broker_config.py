@@ -37,7 +37,10 @@ def test_parse_topic_name_partitions_and_replication() -> None:
     ("values", "message"),
     [
         ({"brokers": 0}, "broker.brokers: Input should be greater than or equal to 1 (got 0)"),
-        ({"brokers": 4097}, "broker.brokers: Input should be less than or equal to 4096 (got 4097)"),
+        (
+            {"brokers": 4097},
+            "broker.brokers: Input should be less than or equal to 4096 (got 4097)",
+        ),
         ({"topics": ["bad"]}, "broker.topics.0: must be NAME:PARTITIONS[:RF] (got 'bad')"),
         ({"topics": ["t:0"]}, "broker.topics.0: partitions must be 1..1024 (got 't:0')"),
         ({"topics": ["t:x"]}, "broker.topics.0: partitions must be an integer (got 't:x')"),

@@ -129,5 +129,5 @@ def test_agent_wires_schedule_producer_consumer_tracker_and_publisher() -> None:
     sent = sum(s["sent"] for s in stats["partitions"].values())
     assert agent.summary() == (
         f"stopped: sent={sent} received={sent - 1} lost=1 unresolved=0 "
-        f"echo_records_published={len(records)} echo_dropped=0"
+        f"echo_records_published={len(records)} echo_dropped=0 handoff_lost=0"
     )
