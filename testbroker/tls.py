@@ -25,7 +25,7 @@ def _trustme() -> Any:
     try:
         import trustme
     except ImportError:
-        raise TlsError("trustme not installed (a dependency of nines: pip install trustme)") from None
+        raise TlsError("trustme not installed (pip install trustme)") from None
     return trustme
 
 
