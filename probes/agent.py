@@ -367,6 +367,18 @@ class ProbeAgent:
                 timeout_s,
             )
         self.publisher.flush(max(0.5, deadline - time.monotonic()))
+        dropped = self.publisher.dropped
+        in_flight = self.publisher.give_up()
+        if self.publisher.dropped > dropped or in_flight:
+            log.warning(
+                "stopping with %d echo records the echo cluster did not take within %g s: "
+                "dropped and counted (echo_dropped)%s",
+                self.publisher.dropped - dropped,
+                timeout_s,
+                f"; {in_flight} more were in flight to it and may yet be written"
+                if in_flight
+                else "",
+            )
         if self.fleet is not None:
             with self._lock:
                 self.fleet.closing = True

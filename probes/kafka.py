@@ -7,6 +7,7 @@ Topic metadata comes from :mod:`kafkautil`, shared with the stream job's pre-fli
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -108,6 +109,12 @@ class KafkaTransport:
         #: A fleet replica's consumer outside the group, for log ends (``open_group``).
         self._offsets: Any = None
         self._closing = False
+        #: Fleet partitions assigned at the log end, waiting for their looked-up end (reading
+        #: is moved there before the first send), and the lookups' answers for the receive
+        #: thread: (partitions, partition → log end).
+        self._looking: set[int] = set()
+        self._ends: queue.SimpleQueue[tuple[list[int], dict[int, int]]] = queue.SimpleQueue()
+        self._assigned: Callable[[list[int]], object] | None = None
         #: The consumers of partitions added while probing (``add_receiver``).
         self._grown: list[KafkaReceiver] = []
         self.receive_errors = ReceiveErrors(self.topic, self._clients["consumer"]["group.id"])
@@ -148,32 +155,43 @@ class KafkaTransport:
         assigning partitions: ``assigned`` and ``revoked`` are called from the receive thread's
         poll, with the group's changes (cooperative: only the partitions that move).
 
-        A partition is assigned at its log end, read before (a second consumer, outside the
-        group, asks), so no message of this replica's is sent before where reading starts;
-        ``revoked`` runs before the consumer lets the partitions go, so a message that arrives
-        before the revocation completes is received, and none is read by two replicas.
-
-        The lookup holds the receive thread (the callbacks run in its poll): ``leaders`` are the
-        ones already known, so it is one ListOffsets round trip per leader, not a metadata
-        request first; arrivals on the replica's other partitions are stamped that much late.
+        A partition is read from its log end, looked up before any send (a second consumer,
+        outside the group, asks, on a thread of its own); the receive thread moves reading to
+        that end, then hands the partition to ``assigned``: no message of this replica's is
+        sent before where reading starts, and a lookup that waits on a stalled leader never
+        holds the replica's other partitions (their arrivals stamped late: the CTRL+Z test on
+        a fleet found it). ``revoked`` runs before the consumer lets the partitions go, so a
+        message that arrives before the revocation completes is received, and none is read by
+        two replicas.
         """
         from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 
         self._offsets = Consumer(quiet(self._clients["consumer"]))
         consumer = Consumer(quiet(self._clients["fleet"]))
+        self._assigned = assigned
+
+        def look_up(ps: list[int]) -> None:
+            try:
+                ends = log_ends(self._offsets, self.topic, ps, leaders())
+            except Exception as exc:  # probed anyway, from where the consumer finds the end
+                log.warning("fleet: cannot find the log end of partitions %s: %s", ps, exc)
+                ends = {}
+            self._ends.put((ps, ends))
 
         def on_assign(c: Any, tps: list[Any]) -> None:
             if self._closing:  # a rebalance while leaving: nothing more is probed
                 return
             ps = sorted(tp.partition for tp in tps)
-            ends = log_ends(self._offsets, self.topic, ps, leaders())
-            c.incremental_assign(
-                [TopicPartition(self.topic, p, ends.get(p, OFFSET_END)) for p in ps]
-            )
-            assigned(ps)
+            c.incremental_assign([TopicPartition(self.topic, p, OFFSET_END) for p in ps])
+            self._looking.update(ps)
+            threading.Thread(
+                target=look_up, args=(ps,), name="nines-fleet-ends", daemon=True
+            ).start()
 
         def on_revoke(c: Any, tps: list[Any]) -> None:
-            revoked(sorted(tp.partition for tp in tps))
+            ps = sorted(tp.partition for tp in tps)
+            self._looking.difference_update(ps)
+            revoked(ps)
             c.incremental_unassign(tps)
 
         consumer.subscribe(
@@ -234,8 +252,26 @@ class KafkaTransport:
         self._producer.poll(timeout_s)
 
     def receive(self, timeout_s: float) -> Iterable[bytes | None] | None:
-        """What arrived on the first consumer (see :func:`arrivals`)."""
+        """What arrived on the first consumer (see :func:`arrivals`); a fleet's partitions whose
+        log end was found are read from there and handed to the fleet first."""
+        while not self._ends.empty():
+            self._take_ends(*self._ends.get())
         return arrivals(self._consumer, timeout_s, self.receive_errors)
+
+    def _take_ends(self, partitions: list[int], ends: dict[int, int]) -> None:
+        """Reading moved to the looked-up ends of those of ``partitions`` still assigned, which
+        are then probed; one whose end was not found (its leader slow or down: logged) is read
+        from where the consumer finds the end, so its messages sent before then are counted
+        lost, never absent."""
+        from confluent_kafka import TopicPartition
+
+        ready = [p for p in partitions if p in self._looking]
+        self._looking.difference_update(partitions)
+        for p in ready:
+            if p in ends:
+                self._consumer.seek(TopicPartition(self.topic, p, ends[p]))
+        if ready and self._assigned is not None:
+            self._assigned(ready)
 
     def close_receiver(self) -> None:
         """Close the consumers."""

@@ -112,6 +112,18 @@ class EchoPublisher:
         """Deliver what is buffered, waiting at most ``timeout_s``."""
         self.sink.flush(timeout_s)  # type: ignore[union-attr]
 
+    def give_up(self) -> int:
+        """At stop, after the last flush: what the echo cluster has not taken is purged from the
+        sink and counted dropped (by its delivery reports); returns the records still in flight
+        to it (sent, not acknowledged: they may yet be written, so they are neither)."""
+        if self.sink is None:
+            return 0
+        purge = getattr(self.sink, "purge", None)
+        if purge is not None:
+            purge(in_queue=True, in_flight=False, blocking=True)
+        self.sink.poll(0)
+        return len(self.sink)
+
     @property
     def buffered(self) -> int:
         """Records waiting for the echo cluster."""
@@ -277,6 +289,20 @@ class BatchingEchoPublisher(EchoPublisher):
         while self._pending and time.monotonic() < deadline:
             self.sink.poll(min(0.05, max(0.0, deadline - time.monotonic())))  # type: ignore[union-attr]
         super().flush(max(0.0, deadline - time.monotonic()))
+
+    def give_up(self) -> int:
+        """At stop, after the last flush: the batch and the batches waiting for a place in
+        flight are counted dropped, then the sink's queue as in :meth:`EchoPublisher.give_up`;
+        the records still in flight to the echo cluster (neither)."""
+        with self._lock:
+            waiting = [r for _, _, r in self._pending]
+            n = len(self._batch) + sum(len(r) for r in waiting)
+            self._in_sink -= sum(len(r) for r in waiting)
+            self._batch, self._pending = [], deque()
+        if n:
+            self._dropped("not taken by the echo cluster before the stop", n)
+        super().give_up()
+        return self._in_sink
 
     @property
     def buffered(self) -> int:

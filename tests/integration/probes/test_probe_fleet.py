@@ -14,6 +14,7 @@ Judged from what the replicas wrote, never from their word alone:
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import signal
 import time
@@ -22,6 +23,7 @@ import uuid
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 from kafka_cluster import consumer
 from probe_runs import ProbeProcess, records_of
 
@@ -198,3 +200,128 @@ def run_fleet(kafka_broker: EmbeddedBroker, tmp_path: Path) -> None:
         assert totals["received"] <= on_topic[probe_hash(probe_id)] <= totals["sent"], name
         handed_off += totals["handoff_lost"]
     print(f"fleet: totals {stopped}; handoff_lost {handed_off}")
+
+
+#: The CTRL+Z test on a fleet: the rate per partition and the stall (D) of one broker.
+CTRL_Z_RATE, CTRL_Z_D_S = 50, 4.0
+
+
+def test_ctrl_z_stays_exact_on_a_fleet_while_a_replica_restarts(
+    kafka_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """The CTRL+Z calibration on a fleet: one broker SIGSTOPped for D = 4 s while a replica that
+    probes none of its partitions leaves (SIGTERM) and starts again, so the group rebalances
+    through the stall. Each stalled partition that kept its replica carries the stall exactly
+    as the open-loop arithmetic says (R·D/2 messages above D/2, from their intended send
+    times); no other partition has one above D/2; every replica accounts for every message."""
+    from confluent_kafka.admin import AdminClient
+
+    tag = uuid.uuid4().hex[:6]
+    topic = f"fleetz.{tag}"
+    kafka_broker.create_topic(topic, PARTITIONS, 1)
+    rate, d_s = CTRL_Z_RATE, CTRL_Z_D_S
+    args = ("--topic", topic, "--fleet-group", tag, "--rate", str(rate), "--cluster",
+            f"fleetz-{tag}", "--loss-timeout", "30s")  # fmt: skip
+
+    # a stop waits out the stall for its echoes (the echo topic has a replica on every broker)
+    config = tmp_path / "shutdown.yaml"
+    config.write_text("probe:\n  shutdown_timeout: 45s\n")
+
+    def start(name: str) -> ProbeProcess:
+        argv = ("--config", str(config), *args)
+        return ProbeProcess(kafka_broker.bootstrap, f"{tag}-{name}", tmp_path, *argv)
+
+    live = {n: start(n) for n in ("a", "b", "c")}
+    stopped: dict[str, dict[str, int]] = {}
+    try:
+        all_probed_since(list(live.values()), time.time())
+        md = AdminClient({"bootstrap.servers": kafka_broker.bootstrap}).list_topics(timeout=10)
+        leaders = {p: pm.leader for p, pm in md.topics[topic].partitions.items()}
+        stalled_broker = leaders[0]
+        stalled = sorted(p for p, b in leaders.items() if b == stalled_broker)
+        held = dict(zip(live, shares(list(live.values())), strict=True))
+        # the replica that restarts: the one holding the fewest of the stalled partitions
+        leaving = min(held, key=lambda n: (len(held[n] & set(stalled)), n))
+        time.sleep(3)  # a floor of healthy messages before the stall
+        pid = kafka_broker.broker_pid(stalled_broker)
+        t_stop = time.time()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            gone = live.pop(leaving)
+            gone.proc.send_signal(signal.SIGTERM)  # it leaves the group, and waits for its echoes
+            live[leaving + "2"] = start(leaving + "2")  # the replica, started again
+            time.sleep(max(0.0, d_s - (time.time() - t_stop)))
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        t_resume = time.time()
+        status = gone.proc.wait(60)
+        assert status == 0, (status, gone.stderr())
+        stopped[leaving] = gone.summary()
+        all_probed_since(list(live.values()), t_resume)
+        time.sleep(6)  # the stalled messages come back, and some after them
+        for r in live.values():
+            r.proc.send_signal(signal.SIGTERM)
+        for name in list(live):
+            r = live.pop(name)
+            status = r.proc.wait(60)
+            assert status == 0 and "Traceback" not in r.stderr(), (status, r.stderr())
+            stopped[name] = r.summary()
+    finally:
+        for r in live.values():
+            r.kill()
+
+    echoes = {n: records_of(kafka_broker.bootstrap, f"{tag}-{n}", timeout_s=60)[0] for n in stopped}
+    for name, totals in stopped.items():
+        resolved = totals["received"] + totals["lost"] + totals["unresolved"]
+        assert totals["sent"] == resolved + totals["handoff_lost"], (name, totals)
+        # every message received or lost has its echo, or its echo is counted dropped
+        echoed = len(echoes[name]) + totals["echo_dropped"]
+        assert echoed == totals["received"] + totals["lost"], (name, totals)
+    # per partition, who sent the messages intended in the stall (and its edges): one replica
+    # throughout, every seq of it there, or a handoff (to another replica, or revoked and given
+    # back as the group recovered from its stalled coordinator), whose messages in flight end as
+    # handoff_lost and whose schedule starts again: not calibrated
+    t0_us, t1_us = int((t_stop - 1) * 1e6), int((t_resume + 1) * 1e6)
+    during = {
+        p: [
+            (n, e.seq)
+            for n, es in echoes.items()
+            for e in es
+            if e.partition == p and t0_us <= e.intended_us < t1_us
+        ]
+        for p in range(PARTITIONS)
+    }
+    senders = {p: {n for n, _ in during[p]} for p in range(PARTITIONS)}
+    kept = [
+        p
+        for p in stalled
+        if len(senders[p]) == 1
+        and len(during[p]) == max(s for _, s in during[p]) - min(s for _, s in during[p]) + 1
+    ]
+    assert kept, ("every stalled partition changed replicas in the stall", senders, held)
+    lat_s = {
+        p: np.array(
+            [
+                e.end_to_end_us
+                for es in echoes.values()
+                for e in es
+                if e.partition == p and not e.lost
+            ]
+        )
+        / 1e6
+        for p in range(PARTITIONS)
+    }
+    healthy = np.concatenate([lat_s[p] for p in range(PARTITIONS) if p not in stalled])
+    floor_p99 = float(np.quantile(healthy, 0.99))
+    over = {p: int((lat > d_s / 2).sum()) for p, lat in lat_s.items()}
+    stall_s = t_resume - t_stop
+    why = (over, leaders, senders, f"stall {stall_s:.2f} s, floor p99 {floor_p99:.3f} s")
+    print(f"\nfleet CTRL+Z: broker {stalled_broker} stalled {stall_s:.2f} s while {leaving} "
+          f"restarted; over D/2 per partition {over}; stalled partitions kept {kept}")  # fmt: skip
+    for p in range(PARTITIONS):
+        if p in kept:  # R·(S - D/2) from the stall as it lasted, within the check_ctrl_z tolerance
+            expect = rate * (stall_s - d_s / 2)
+            assert expect - 0.1 * rate <= over[p], (p, why)
+            assert over[p] <= expect + rate * (0.5 + floor_p99 + 1 / rate), (p, why)
+        elif p not in stalled:
+            assert over[p] == 0, (p, why)

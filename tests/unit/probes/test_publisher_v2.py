@@ -173,3 +173,25 @@ def test_the_agent_publishes_every_echo_once_in_a_few_v2_batches() -> None:
     assert [(e.partition, e.seq) for e in echoes if e.lost] == [(0, 3)]
     assert len(sink.delivered) < len(got) / 5  # batched: ~400 records in a handful of messages
     assert agent.echoes_published == len(got) and agent.echo_dropped == 0
+
+
+def test_at_stop_what_the_echo_cluster_did_not_take_is_dropped_and_counted() -> None:
+    """A stop whose last flush ran out (the echo cluster down, or stalled past the shutdown
+    timeout): the batch, the batches waiting for a place in flight, and the messages queued in
+    a real librdkafka producer are counted dropped, never left out of the totals."""
+    import socket
+
+    from confluent_kafka import Producer
+
+    with socket.socket() as s:  # a port nothing listens on: every message stays queued
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sink = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "log_level": 0})
+    pub = publisher(sink, batch_echoes=3, linger_s=60, capacity=10_000)
+    total = 3 * (MAX_IN_FLIGHT + 2) + 1  # 4 messages in the sink, 2 batches waiting, 1 record
+    for seq in range(total):
+        pub.publish(echo(seq))
+    pub.flush(0.3)
+    assert pub.published == 0 and pub.buffered == total
+    assert pub.give_up() == 0  # nothing reached a broker: nothing in flight
+    assert pub.dropped == total and pub.buffered == 0
