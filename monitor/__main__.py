@@ -8,11 +8,12 @@ from monitor import quiet_stop
 # start-up with exit 0 and no traceback (each long-running command installs its own later).
 quiet_stop.install()
 try:
-    from monitor.cli import main
+    from monitor.cli import run
 
-    code = main()
+    run()
+except SystemExit:
+    raise
 except BaseException:
     if not quiet_stop.requested():
         raise
-    code = 0
-sys.exit(code)
+    sys.exit(0)

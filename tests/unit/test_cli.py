@@ -112,3 +112,23 @@ def test_a_stop_signal_that_a_library_turns_into_its_own_error_still_ends_quietl
     monkeypatch.setattr(probes.cli, "run", failed)
     with pytest.raises(RuntimeError):
         main(["probe", "--bootstrap", "127.0.0.1:9"])
+
+
+@pytest.mark.parametrize("how", ["python -m monitor", "nines"])
+def test_a_stop_signal_while_the_interpreter_exits_keeps_the_status(how: str) -> None:
+    """A command that stopped cleanly keeps its status when another SIGTERM comes while the
+    interpreter exits (a rollout's second signal): the handlers were restored to the default
+    then, and a fleet replica so ended with 143. The signal is sent from an atexit hook, the
+    last thing that runs, so the test does not depend on timing."""
+    entry = (
+        "import runpy; runpy.run_module('monitor', run_name='__main__')"
+        if how == "python -m monitor"
+        else "from monitor.cli import run; run()"
+    )
+    code = (
+        "import atexit, os, signal, sys\n"
+        "atexit.register(lambda: os.kill(os.getpid(), signal.SIGTERM))\n"
+        "sys.argv = ['nines', '--version']\n" + entry
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
