@@ -2,8 +2,8 @@
 
 One table, which docs/deploy.md shows and the least-privilege tests grant row by row
 (tests/integration/test_least_privilege.py), measured under KRaft's StandardAuthorizer: what a
-part never asks for is not here (no cluster Describe, no DescribeConfigs, no group Read: the
-consumers assign partitions and never join or commit).
+part never asks for is not here (no cluster Describe, no DescribeConfigs, no group Read but a
+fleet's: the other consumers assign partitions and never join or commit).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 #: stream's pre-flight ``nines-stream-preflight``. Neither consumer joins or commits: the group
 #: is only looked up (FindCoordinator), which needs Describe on it.
 PROBE_GROUP_PREFIX = "nines-probe-"
+#: A probe fleet's group (``fleet_group``): its replicas join it, and commit nothing.
+FLEET_GROUP_PREFIX = f"{PROBE_GROUP_PREFIX}fleet-"
 STREAM_GROUP_PREFIX = "nines-stream-"
 #: The one cluster resource's name in Kafka's ACLs.
 CLUSTER_NAME = "kafka-cluster"
@@ -32,10 +34,15 @@ class Acl:
 
 
 def probe_acls(
-    topic: str, echo_topic: str, *, manage: bool = False, rebalance: bool = False
+    topic: str,
+    echo_topic: str,
+    *,
+    manage: bool = False,
+    rebalance: bool = False,
+    fleet: bool = False,
 ) -> list[Acl]:
     """What ``nines probe`` needs; ``manage``: with ``--manage-topic``, ``rebalance``: with
-    ``--rebalance`` too."""
+    ``--rebalance`` too, ``fleet``: a fleet replica (``fleet_group``)."""
     rows = [
         Acl("WRITE", "TOPIC", topic, why="produce the probe messages"),
         Acl("READ", "TOPIC", topic, why="fetch them back; ListOffsets and Metadata (Describe)"),
@@ -56,6 +63,16 @@ def probe_acls(
         ]
     if rebalance:
         rows.append(Acl("ALTER", "CLUSTER", CLUSTER_NAME, why="ElectLeaders (preferred)"))
+    if fleet:
+        rows.append(
+            Acl(
+                "READ",
+                "GROUP",
+                FLEET_GROUP_PREFIX,
+                "PREFIXED",
+                why="JoinGroup, SyncGroup, Heartbeat, LeaveGroup of the fleet's group (no commit)",
+            )
+        )
     return rows
 
 

@@ -23,7 +23,7 @@ from core.redact import redact_url, remember_url
 from core.settings import setting
 from core.units import format_duration, parse_duration_s, parse_rate, parse_size_bytes
 from core.windows import DEFAULT_WINDOWS
-from kafkautil.acls import PROBE_GROUP_PREFIX
+from kafkautil.acls import FLEET_GROUP_PREFIX, PROBE_GROUP_PREFIX
 from runtime.config_io import resolve_secret, resolve_secrets
 
 #: Bytes of the probe header inside every payload (see probes.payload).
@@ -431,7 +431,7 @@ class ProbeConfig(KafkaAuthConfig):
         # whose session timeout the broker sets, 45 s at least by default; docs/deploy.md).
         fleet = {
             **consumer,
-            "group.id": f"{PROBE_GROUP_PREFIX}fleet-{self.fleet_group}",
+            "group.id": f"{FLEET_GROUP_PREFIX}{self.fleet_group}",
             "group.protocol": "classic",
             "partition.assignment.strategy": "cooperative-sticky",
             "session.timeout.ms": FLEET_SESSION_TIMEOUT_MS,

@@ -78,7 +78,14 @@ class ReceiveErrors:
 
     def __init__(self, topic: str, group: str) -> None:
         self.topic, self.group = topic, group
+        #: The group right a refusal means: Describe (FindCoordinator) for a consumer that only
+        #: assigns; Read on the fleet's group once a replica joins it (``open_group``).
+        self.group_right = "DESCRIBE"
         self.counts: dict[str, int] = {}
+
+    def joined(self, group: str) -> None:
+        """The consumer joins ``group`` (a fleet's): a group refusal now means Read on it."""
+        self.group, self.group_right = group, "READ"
 
     def __call__(self, err: Any) -> None:
         name = err.name()
@@ -86,7 +93,7 @@ class ReceiveErrors:
             return  # a broker down or moving: loss and the leader gauges tell it
         if name not in self.counts:
             if name == "GROUP_AUTHORIZATION_FAILED":
-                why = lacks(name, "DESCRIBE", "GROUP", self.group)
+                why = lacks(name, self.group_right, "GROUP", self.group)
             else:
                 why = lacks(name, "READ", "TOPIC", self.topic)
             log.warning("reading %s back refused: %s (the probe goes on)", self.topic, why)
@@ -168,6 +175,7 @@ class KafkaTransport:
 
         self._offsets = Consumer(quiet(self._clients["consumer"]))
         consumer = Consumer(quiet(self._clients["fleet"]))
+        self.receive_errors.joined(self._clients["fleet"]["group.id"])
         self._assigned = assigned
 
         def look_up(ps: list[int]) -> None:

@@ -13,6 +13,7 @@ own principals (tests/acl_cluster.py), so their ACLs never mix.
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import subprocess
 import sys
@@ -239,3 +240,29 @@ def test_a_stream_without_one_acl_exits_2_naming_it(acl_kafka: AclCluster, missi
     right = f"the principal lacks {missing.operation} on {missing.resource.lower()} {name!r}"
     assert lines[0].startswith("nines stream: error: ") and right in lines[0], lines[0]
     assert who.password not in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("with_group_read", [True, False], ids=["fleet-acls", "no-group-read"])
+def test_a_fleet_replica_runs_with_exactly_its_acls(
+    acl_kafka: AclCluster, with_group_read: bool
+) -> None:
+    """A fleet replica (``--fleet-group``) needs the probe's rows and Read on its group; with
+    them it probes and nothing it asks is refused; without that one it never crashes, and the
+    refusal names the group."""
+    who = acl_kafka.user("fleet" if with_group_read else "fleetless")
+    table = probe_acls(TOPIC, ECHOES, fleet=True)
+    acl_kafka.grant(who, table if with_group_read else PROBE)
+    run = nines(*probe_args(acl_kafka, who, who.config, "--duration", "6s", "--fleet-group",
+                            who.name, "--metrics-port", "0"))  # fmt: skip
+    assert "Traceback" not in run.stderr and who.password not in run.stdout + run.stderr
+    assert run.returncode == 0, run.stderr[-2000:]
+    if with_group_read:
+        assert denials(acl_kafka, who) == [], denials(acl_kafka, who)[:3]
+        assert re.search(r"stopped: sent=(\d+) received=\1 lost=0", run.stderr), run.stderr[-2000:]
+    else:  # the group refuses the replica: it probes nothing, and says why
+        assert "stopped: sent=0 " in run.stderr, run.stderr[-2000:]
+        (row,) = [a for a in table if a not in PROBE]
+        right = f"the principal lacks READ on group 'nines-probe-fleet-{who.name}'"
+        assert row.operation == "READ" and [right in line for line in lacking(run.stderr)] == [
+            True
+        ], run.stderr[-2000:]

@@ -25,11 +25,12 @@ def documented() -> list[list[Acl]]:
 
 
 def test_the_documented_tables_are_the_ones_granted() -> None:
-    probe, managed, rebalance, stream = documented()
+    probe, managed, rebalance, fleet, stream = documented()
     t, e = "nines.probe", "nines.echoes"
     assert probe == probe_acls(t, e)
     assert probe + managed == probe_acls(t, e, manage=True)
     assert probe + managed + rebalance == probe_acls(t, e, manage=True, rebalance=True)
+    assert probe + fleet == probe_acls(t, e, fleet=True)
     assert stream == stream_acls(e)
 
 
