@@ -73,6 +73,7 @@ def archived(archive: Path) -> list[Any]:
 def assert_exactly_once(windows: list[Any], expected: Counter[int]) -> None:
     """Each (window, partition) archived once, and each window's echoes those :func:`send`
     counted: nothing lost, nothing twice, across whatever stopped the job."""
+    assert windows, "nothing archived"
     seen = Counter((w.window_start_us, w.series.partition) for w in windows)
     assert max(seen.values()) == 1, "a window was archived twice"
     got: Counter[int] = Counter()
