@@ -100,7 +100,7 @@ test: setup system-test-deps kafka-jars
 	@rm -f $(BESIDE_LOG); \
 	nice -n 19 $(PY) -m pytest -p no:cacheprovider --basetemp=$(CURDIR)/.pytest-beside-tmp \
 	  $(UNIT_BESIDE) > $(BESIDE_LOG) 2>&1 & beside=$$!; \
-	$(PY) -m pytest $(foreach t,$(UNIT_BESIDE),--ignore=$(t)) $(PYTEST_ARGS); main=$$?; \
+	$(PY) -m pytest --durations=30 $(foreach t,$(UNIT_BESIDE),--ignore=$(t)) $(PYTEST_ARGS); main=$$?; \
 	wait $$beside; side=$$?; \
 	if [ $$side -ne 0 ]; then echo "== the unit tests run beside (nice 19) failed:"; cat $(BESIDE_LOG); \
 	else echo "== the unit tests run beside (nice 19): $$(tail -n 1 $(BESIDE_LOG))"; fi; \
