@@ -751,7 +751,9 @@ def test_upgrade_rolls_every_deployment(
             rel.namespace, label_selector=_selector(dep.spec.selector.match_labels)
         ).items
         live = [p for p in pods if p.metadata.deletion_timestamp is None]
-        assert [p.spec.containers[0].image.endswith(":upgrade-test") for p in live] == [True]
+        # every pod of it on the new image, one per replica (a probe fleet has several)
+        images = [p.spec.containers[0].image.endswith(":upgrade-test") for p in live]
+        assert images == [True] * dep.spec.replicas, (dep.metadata.name, images)
     for doc in rel.of_kind("SparkApplication"):
         app = kube.get(doc["apiVersion"], doc["kind"], doc["metadata"]["name"], rel.namespace)
         assert app.spec.image.endswith(":upgrade-test")
