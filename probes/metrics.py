@@ -56,7 +56,8 @@ class ProbeCollector(Collector):
             leader.add_metric([*base, str(p)], s["leaders"].get(p, -1))
         yield errors
         yield leader
-        yield from _fleet(s, labels, base)
+        if "fleet" in s:
+            yield from _fleet(s, labels, base)
         yield _gauge(
             "nines_probe_in_flight", "Messages sent, not yet received or lost.", s["in_flight"]
         )
@@ -236,22 +237,20 @@ class SelfCollector(Collector):
 
 
 def _fleet(s: dict[str, Any], labels: list[str], base: list[str]) -> Iterator[Any]:
-    """When the probe last sent to each partition, and what handoffs ended (0 but in a fleet);
-    a fleet replica's share too (``probes.fleet``): which partitions it probes (docs/deploy.md,
-    "A probe fleet"). One probe's unprobed time per partition reads as a fleet's."""
-    if "fleet" in s:
-        probed = GaugeMetricFamily(
-            "nines_probe_partition_probed",
-            "1 while this fleet replica probes the partition, 0 while another does (or none).",
-            labels=labels,
-        )
-        for p, mine in sorted(s["fleet"].items()):
-            probed.add_metric([*base, str(p)], mine)
-        yield probed
+    """A fleet replica's share (``probes.fleet``): which partitions it probes, when it last sent
+    to each, and what its handoffs ended (docs/deploy.md, "A probe fleet")."""
+    probed = GaugeMetricFamily(
+        "nines_probe_partition_probed",
+        "1 while this fleet replica probes the partition, 0 while another does (or none).",
+        labels=labels,
+    )
+    for p, mine in sorted(s["fleet"].items()):
+        probed.add_metric([*base, str(p)], mine)
+    yield probed
     last = GaugeMetricFamily(
         "nines_probe_partition_last_sent_timestamp_seconds",
-        "When this probe last sent to the partition (Unix time); a partition's unprobed time is "
-        "time() minus the max over a fleet's replicas.",
+        "When this replica last sent to the partition (Unix time); the fleet's unprobed time of "
+        "a partition is time() minus the max over replicas.",
         labels=labels,
     )
     handoff = CounterMetricFamily(
