@@ -235,12 +235,11 @@ class Tracker:
             expired.append((key, msg))
         out = []
         for key, msg in expired:
-            del self.in_flight[key]
-            partition, seq = key
-            if msg.received_us is not None:
-                self.held -= 1
-                out.append(self._echo(partition, seq, msg, received_us=msg.received_us))
+            done = self._end_held(key, msg)
+            if done is not None:
+                out.append(done)
                 continue
+            partition, seq = key
             self._p(partition).lost += 1
             runs = self.lost_runs.get(partition)
             if runs is None:
@@ -261,14 +260,21 @@ class Tracker:
         gone = [(k, m) for k, m in self.in_flight.items() if k[0] in partitions]
         out = []
         for key, msg in gone:
-            del self.in_flight[key]
-            partition, seq = key
-            if msg.received_us is not None:
-                self.held -= 1
-                out.append(self._echo(partition, seq, msg, received_us=msg.received_us))
+            done = self._end_held(key, msg)
+            if done is not None:
+                out.append(done)
             else:
-                self._p(partition).handoff_lost += 1
+                self._p(key[0]).handoff_lost += 1
         return out
+
+    def _end_held(self, key: tuple[int, int], msg: InFlight) -> Echo | None:
+        """``msg`` leaves the in-flight set; its echo if it was received already (held for its
+        delivery report), else None: the caller says how it ended."""
+        del self.in_flight[key]
+        if msg.received_us is None:
+            return None
+        self.held -= 1
+        return self._echo(*key, msg, received_us=msg.received_us)
 
     def release_held(self) -> list[Echo]:
         """At shutdown: echoes of the received messages still waiting for a delivery report."""

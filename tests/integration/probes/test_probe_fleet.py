@@ -129,6 +129,21 @@ def messages_by_probe(bootstrap: str, topic: str) -> dict[bytes, int]:
     return out
 
 
+def stop_all(live: dict[str, ProbeProcess]) -> dict[str, dict[str, int]]:
+    """SIGTERM every replica of ``live`` at once (one each, as a rollout's end or a scale to 0
+    sends them), each must exit 0 without a traceback; their summaries by name. ``live`` is
+    emptied as they stop, so a failure leaves the rest to the caller's kill."""
+    for r in live.values():
+        r.proc.send_signal(signal.SIGTERM)
+    stopped = {}
+    for name in list(live):
+        r = live.pop(name)
+        status = r.proc.wait(60)
+        assert status == 0 and "Traceback" not in r.stderr(), (status, r.stderr())
+        stopped[name] = r.summary()
+    return stopped
+
+
 def test_a_fleet_reprobes_every_partition_and_accounts_for_every_message(
     kafka_broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
@@ -164,16 +179,7 @@ def run_fleet(kafka_broker: EmbeddedBroker, tmp_path: Path) -> None:
         live |= {n: start(n) for n in ("d", "e")}
         took["2 -> 4"] = all_probed_since(list(live.values()), marks["2 -> 4"])
         time.sleep(2)
-        # all at once, one SIGTERM each (as a rollout's end or a scale to 0 sends them): a
-        # second one could land after the interpreter put back the default handler, on its way
-        # out, and end it with status 143
-        for r in live.values():
-            r.proc.send_signal(signal.SIGTERM)
-        for name in list(live):
-            r = live.pop(name)
-            status = r.proc.wait(60)
-            assert status == 0 and "Traceback" not in r.stderr(), (status, r.stderr())
-            stopped[name] = r.summary()
+        stopped |= stop_all(live)
     finally:
         for r in live.values():
             r.kill()
@@ -264,13 +270,7 @@ def test_ctrl_z_stays_exact_on_a_fleet_while_a_replica_restarts(
         stopped[leaving] = gone.summary()
         all_probed_since(list(live.values()), t_resume)
         time.sleep(6)  # the stalled messages come back, and some after them
-        for r in live.values():
-            r.proc.send_signal(signal.SIGTERM)
-        for name in list(live):
-            r = live.pop(name)
-            status = r.proc.wait(60)
-            assert status == 0 and "Traceback" not in r.stderr(), (status, r.stderr())
-            stopped[name] = r.summary()
+        stopped |= stop_all(live)
     finally:
         for r in live.values():
             r.kill()
