@@ -238,6 +238,15 @@ def _deployments(kube: Kube, rel: Release) -> list[client.V1Deployment]:
     ]
 
 
+def _replicas_selected(deployments: list[dict[str, Any]], match: dict[str, str]) -> int:
+    """How many pods ``deployments`` run under labels ``match`` selects."""
+    return sum(
+        d["spec"].get("replicas", 1)
+        for d in deployments
+        if match.items() <= d["spec"]["template"]["metadata"]["labels"].items()
+    )
+
+
 def _available(dep: client.V1Deployment) -> bool:
     conditions = dep.status.conditions or []
     return any(c.type == "Available" and c.status == "True" for c in conditions)
@@ -757,19 +766,32 @@ def test_upgrade_rolls_every_deployment(
     for doc in rel.of_kind("SparkApplication"):
         app = kube.get(doc["apiVersion"], doc["kind"], doc["metadata"]["name"], rel.namespace)
         assert app.spec.image.endswith(":upgrade-test")
+    # every PDB the upgraded chart made counts the pods it protects: the stream pod (local mode)
+    # and each probe fleet's replicas (a fleet scenario has several PDBs; each is judged by name)
+    docs = render(_upgrade_values(rel), namespace=rel.namespace)
+    pdbs = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
     if rel.values.get("stream", {}).get("mode", "local") == "local":
-        # the PDB the upgrade added protects the stream pod: the disruption controller counts it
-        policy = client.PolicyV1Api(kube.api)
-        wait_until(
-            "the PDB to count the stream pod",
-            lambda: (
-                (
-                    s := policy.list_namespaced_pod_disruption_budget(rel.namespace).items[0].status
-                ).expected_pods
-                == 1
-                and s.current_healthy == 1
-            ),
-        )
+        assert any(d["metadata"]["name"].endswith("-stream") for d in pdbs), pdbs
+    deployments = [d for d in docs if d["kind"] == "Deployment"]
+    expected = {
+        d["metadata"]["name"]: (n, n)
+        for d in pdbs
+        if (n := _replicas_selected(deployments, d["spec"]["selector"]["matchLabels"]))
+    }
+    policy = client.PolicyV1Api(kube.api)
+    seen: list[dict[str, tuple[int, int]]] = [{}]
+
+    def counted() -> bool:
+        seen[0] = {
+            b.metadata.name: (b.status.expected_pods, b.status.current_healthy)
+            for b in policy.list_namespaced_pod_disruption_budget(rel.namespace).items
+        }
+        return seen[0] == expected
+
+    try:
+        wait_until("every PDB to count the pods it protects", counted)
+    except pytest.fail.Exception:
+        pytest.fail(f"the PDBs count (expected, healthy) {seen[0]}, expected {expected}")
 
 
 @pytest.fixture(scope="module")
