@@ -29,8 +29,20 @@ def tables(text: str) -> list[str]:
     return re.split(r"(?=latest closed 10s window)", text)[1:]
 
 
-def test_demo_runs_and_shows_the_quantile_table(tmp_path: Path) -> None:
-    out = demo(tmp_path, "--duration", "60")
+@pytest.fixture(scope="module")
+def hiccup_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """One demo run with a 5 s broker stall at 25 s, shared by the tests below: the screen a new
+    user sees and the story of the stall are both in it (one run, not two: 75 s of the suite)."""
+    workdir = tmp_path_factory.mktemp("demo")
+    return workdir, demo(workdir, "--duration", "75", "--hiccup", "5s@25s")
+
+
+def test_demo_runs_and_shows_the_quantile_table(
+    hiccup_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    tmp_path, out = hiccup_run
     assert out.returncode == 0, out.stderr[-3000:]
     screen = out.stdout + out.stderr
     assert not JVM_LINES.search(screen), JVM_LINES.search(screen)
@@ -53,10 +65,12 @@ def test_demo_runs_and_shows_the_quantile_table(tmp_path: Path) -> None:
     assert "longest own pause" in out.stdout
 
 
-def test_demo_hiccup_shows_the_breach_and_the_broker_as_its_cause(tmp_path: Path) -> None:
+def test_demo_hiccup_shows_the_breach_and_the_broker_as_its_cause(
+    hiccup_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
     """A 5 s broker stall: the 10s window holding it has a max of about 5 s and the SLA breaches;
     the probe's own pauses stay small, so the screen blames the broker; later windows recover."""
-    out = demo(tmp_path, "--duration", "75", "--hiccup", "5s@25s")
+    _, out = hiccup_run
     assert out.returncode == 0, out.stderr[-3000:]
     assert "broker SIGSTOPped for 5s" in out.stdout and "broker SIGCONTinued" in out.stdout
     shown = tables(out.stdout)
