@@ -24,7 +24,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-import pytest
 from kafka_cluster import consumer
 from probe_runs import ProbeProcess, records_of
 
@@ -213,10 +212,6 @@ def run_fleet(kafka_broker: EmbeddedBroker, tmp_path: Path) -> None:
 CTRL_Z_RATE, CTRL_Z_D_S = 50, 4.0
 
 
-#: Behind ``make bench`` until it holds on a loaded run: it passed 2 of 2 alone (load ~2; broker
-#: 2 stalled 4.01 s: 113 and 112 above D/2 against 100, none elsewhere) and failed the cold
-#: fresh-clone run (Go builds beside it at nice 19), before its cause was read.
-@pytest.mark.bench
 def test_ctrl_z_stays_exact_on_a_fleet_while_a_replica_restarts(
     kafka_broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
@@ -297,11 +292,17 @@ def test_ctrl_z_stays_exact_on_a_fleet_while_a_replica_restarts(
         for p in range(PARTITIONS)
     }
     senders = {p: {n for n, _ in during[p]} for p in range(PARTITIONS)}
+    # kept: one replica sent every message its schedule intended over the whole window. Seqs
+    # without a gap are not enough: a partition revoked before the stall and given back after
+    # it has none, and no message intended in the stall (the cold CI run: partition 4, 0 above
+    # D/2, judged as kept)
+    window_msgs = rate * (t1_us - t0_us) / 1e6
     kept = [
         p
         for p in stalled
         if len(senders[p]) == 1
         and len(during[p]) == max(s for _, s in during[p]) - min(s for _, s in during[p]) + 1
+        and len(during[p]) >= window_msgs - 2
     ]
     assert kept, ("every stalled partition changed replicas in the stall", senders, held)
     lat_s = {
