@@ -95,17 +95,29 @@ UNIT_BESIDE := tests/unit/streaming tests/unit/archive tests/unit/core tests/uni
 	tests/unit/test_pipeline.py tests/unit/test_settings_defaults.py tests/unit/test_terminal_tables.py \
 	tests/unit/test_url_secrets_any_characters.py tests/unit/test_secrets_never_printed.py
 BESIDE_LOG := .pytest-beside.log
+## The tests of Kafka's authentication and authorizer (OIDC tokens from Keycloak, MSK IAM's
+## signer, least-privilege ACLs) each start a Kafka of their own and then wait out token
+## lifetimes, outages and refreshes (about 5 min of a 45 min run, most of it asleep): they run
+## beside too, in a third pytest at nice 10 (above the builds, below the main run: their probes
+## keep schedules and refresh tokens in time), which starts Keycloak itself at its collection.
+AUTH_BESIDE := tests/integration/probes/test_oidc_kafka.py tests/integration/probes/test_msk_iam_kafka.py \
+	tests/integration/test_least_privilege.py
+AUTH_LOG := .pytest-auth.log
 
 test: setup system-test-deps kafka-jars
-	@rm -f $(BESIDE_LOG); \
+	@rm -f $(BESIDE_LOG) $(AUTH_LOG); \
 	nice -n 19 $(PY) -m pytest -p no:cacheprovider --basetemp=$(CURDIR)/.pytest-beside-tmp \
 	  $(UNIT_BESIDE) > $(BESIDE_LOG) 2>&1 & beside=$$!; \
-	$(PY) -m pytest --durations=30 $(foreach t,$(UNIT_BESIDE),--ignore=$(t)) $(PYTEST_ARGS); main=$$?; \
-	wait $$beside; side=$$?; \
+	nice -n 10 $(PY) -m pytest -p no:cacheprovider --durations=10 --basetemp=$(CURDIR)/.pytest-auth-tmp \
+	  $(AUTH_BESIDE) > $(AUTH_LOG) 2>&1 & auth=$$!; \
+	$(PY) -m pytest --durations=30 $(foreach t,$(UNIT_BESIDE) $(AUTH_BESIDE),--ignore=$(t)) $(PYTEST_ARGS); main=$$?; \
+	wait $$beside; side=$$?; wait $$auth; authrc=$$?; \
 	if [ $$side -ne 0 ]; then echo "== the unit tests run beside (nice 19) failed:"; cat $(BESIDE_LOG); \
 	else echo "== the unit tests run beside (nice 19): $$(tail -n 1 $(BESIDE_LOG))"; fi; \
-	rm -rf $(CURDIR)/.pytest-beside-tmp; \
-	[ $$main -eq 0 ] && [ $$side -eq 0 ]
+	if [ $$authrc -ne 0 ]; then echo "== the auth tests run beside (nice 10) failed:"; cat $(AUTH_LOG); \
+	else echo "== the auth tests run beside (nice 10):"; sed -n '/slowest 10 durations/,$$p' $(AUTH_LOG); fi; \
+	rm -rf $(CURDIR)/.pytest-beside-tmp $(CURDIR)/.pytest-auth-tmp; \
+	[ $$main -eq 0 ] && [ $$side -eq 0 ] && [ $$authrc -eq 0 ]
 
 lint: setup
 	$(VENV)/bin/ruff check .
