@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runtime.maven import cache_dir
+from testkit.niceness import lower_priority
 
 #: A cold build on 2 shared cores at one job took 14 min (Kubernetes) and 11 min (Prometheus);
 #: a busy machine takes longer.
@@ -124,7 +125,8 @@ class GoTools:
 
 
 class BackgroundBuild:
-    """``python -m <tools.main_module>`` in its own process at nice 19, its output to ``log``:
+    """``python -m <tools.main_module>`` in its own process and session at nice 19 (the
+    session's autogroup too: ``testkit.niceness``), its output to ``log``:
     the test run starts it when the tests that need it are collected and the cache misses, runs
     them last, and waits for it there. At nice 19 the build gets a core only when the tests
     leave one idle (their timing-sensitive processes run at 0)."""
@@ -136,7 +138,7 @@ class BackgroundBuild:
                 [sys.executable, "-m", tools.main_module],
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                preexec_fn=lambda: os.nice(19),
+                preexec_fn=lower_priority(19),  # its session's group too (niceness.py)
                 start_new_session=True,
             )
 
