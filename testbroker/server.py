@@ -420,8 +420,12 @@ def run_until_signalled(
     cfg: BrokerConfig, ready_file: Path | None, tansu_binary: Path | None = None
 ) -> int:
     """Serve until SIGTERM or SIGINT, then shut down cleanly and return 0."""
-    # Blocked before any thread starts, so every thread inherits the mask and the main thread
-    # alone takes the signal, at once, in sigwait.
+    # Blocked before our threads start, so they inherit the mask and the main thread takes the
+    # signal in sigtimedwait. Not every thread: one native thread started during the imports
+    # blocks nothing, and a signal that comes after the mask but before the main thread waits
+    # goes to it; Python's handler then only runs when the main thread next runs Python code.
+    # A blocking sigwait never returned there (a cold CI run's `nines broker` signalled while
+    # starting was still running 90 s after SIGINT): every wait here times out each 0.2 s.
     signals = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)
 
@@ -445,6 +449,6 @@ def run_until_signalled(
             return serve_tansu(cfg, ready_file, until_signal_or_death, tansu_binary)
         if cfg.engine == "kafka":
             return serve_kafka(cfg, ready_file, until_signal_or_death)
-        return serve(cfg, ready_file, lambda: signal.sigwait(signals))
+        return serve(cfg, ready_file, lambda: until_signal_or_death(lambda: True))
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
