@@ -423,9 +423,10 @@ def run_until_signalled(
     # Blocked before our threads start, so they inherit the mask and the main thread takes the
     # signal in sigtimedwait. Not every thread: one native thread started during the imports
     # blocks nothing, and a signal that comes after the mask but before the main thread waits
-    # goes to it; Python's handler then only runs when the main thread next runs Python code.
-    # A blocking sigwait never returned there (a cold CI run's `nines broker` signalled while
-    # starting was still running 90 s after SIGINT): every wait here times out each 0.2 s.
+    # goes to it; Python's handler then only runs when the main thread next runs Python code,
+    # which a blocking sigwait entered just then would never do: every wait here times out each
+    # 0.2 s (a defence for that narrow window; the 90 s hang a cold run showed was a SIGINT
+    # lost in CPython's own start-up, see tests/process_signals.py).
     signals = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)
 
