@@ -323,14 +323,20 @@ def check_ctrl_z(
     # Three brokers that had just started, met by the probe's first messages, are the likely
     # cause, so the first second is not floor.
     t_first = min(e.intended_us for e in echoes)
+
+    def off_stall(e: Echo) -> bool:
+        """Away from the stall, its edges and what it caught in flight."""
+        return (
+            not t_stop - 500_000 <= e.intended_us < t_resume + 500_000
+            and (e.partition, e.seq) not in caught_keys
+        )
+
     floor_s = (
         np.array(
             [
                 e.end_to_end_us
                 for e in echoes
-                if not t_stop - 500_000 <= e.intended_us < t_resume + 500_000
-                and e.intended_us >= t_first + 1_000_000
-                and (e.partition, e.seq) not in caught_keys
+                if off_stall(e) and e.intended_us >= t_first + 1_000_000
             ]
         )
         / 1e6
@@ -376,10 +382,7 @@ def check_ctrl_z(
     slow_floor = [  # for the failure message: where the floor's slow samples lie
         round((e.intended_us - t_first) / 1e6, 2)
         for e in echoes
-        if e.end_to_end_us is not None
-        and e.end_to_end_us > s_us / 2
-        and not t_stop - 500_000 <= e.intended_us < t_resume + 500_000
-        and (e.partition, e.seq) not in caught_keys
+        if e.end_to_end_us is not None and e.end_to_end_us > s_us / 2 and off_stall(e)
     ]
     where = (
         f"floor > S/2 at {slow_floor[:10]} s; stop {(t_stop - t_first) / 1e6:.2f} s, S {s} s; "
