@@ -2,7 +2,7 @@
 
 import sys
 
-from monitor import quiet_stop
+from runtime import quiet_stop
 
 # Before the imports, which take seconds on a busy host: a SIGTERM or SIGINT then ends the
 # start-up with exit 0 and no traceback (each long-running command installs its own later).

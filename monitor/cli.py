@@ -15,7 +15,8 @@ from typing import NoReturn
 from core.config import ConfigError
 from core.printable import printable
 from core.redact import redact_text
-from monitor import __version__, quiet_stop
+from monitor import __version__
+from runtime import quiet_stop
 from runtime.redaction import install as install_redaction
 
 #: Modules that register subcommands, in the order they appear in ``nines --help``.
@@ -92,18 +93,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    before = {}
+    before, came = {}, False
     if threading.current_thread() is threading.main_thread():
         # until a long-running command installs its own (probe, stream, broker, demo), a signal
         # ends the start-up quietly: exit 0, no traceback, whatever it was doing
+        came = quiet_stop.requested()  # during ``python -m monitor``'s imports, swallowed
         before = quiet_stop.install()
     try:
+        if came:
+            return 0
         return _dispatch(args)
     except BaseException:
         if not quiet_stop.requested():
             raise
         return 0
     finally:
+        if before:
+            quiet_stop.served()
         for sig, handler in before.items():  # a caller in-process gets its own back
             if handler is not None:
                 signal.signal(sig, handler)

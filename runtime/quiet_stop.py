@@ -30,6 +30,13 @@ def requested() -> bool:
     return _requested
 
 
+def served() -> None:
+    """Forget the stop: the command it asked to end has ended (an in-process caller's next
+    command starts afresh)."""
+    global _requested
+    _requested = False
+
+
 def install() -> dict[signal.Signals, Any]:
     """Take SIGTERM and SIGINT over; return the handlers they had (for an in-process caller)."""
     global _requested
