@@ -9,7 +9,10 @@ test run: on a fresh 2-core machine the two Go builds took two shares of three w
 262 s against 154 s). The group's own nice (``/proc/self/autogroup``) ranks the group; setting
 it to the process's nice makes "nice 19" mean what it says. (Keycloak, nice 10 in a session
 of its own, keeps its group's full weight: it answers the OIDC tests' token requests, and a
-refresh has 4 s of a 20 s token's lifetime to spare.)
+refresh has 4 s of a 20 s token's lifetime to spare.) Where the process sits in a cgroup with
+a CPU controller of its own (a CI container), the kernel schedules by that cgroup, not by
+autogroup: ``/proc/self/autogroup`` reads empty, writing it changes nothing, and nice alone
+ranks the build against the tests, as it says.
 """
 
 from __future__ import annotations

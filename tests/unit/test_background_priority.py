@@ -12,8 +12,10 @@ from testkit.niceness import AUTOGROUP, lower_priority
 
 
 def group_and_nice(pid: int) -> tuple[str, int]:
-    """The process's autogroup line (``/autogroup-N nice K``), or "" without autogroups, and
-    its own nice."""
+    """The process's autogroup line (``/autogroup-N nice K``), and its own nice. The line is ""
+    without autogroups, and also where the kernel has them but the process sits in a cgroup
+    with a CPU controller of its own (a CI container): the kernel prints nothing then, and nice
+    ranks the processes of that cgroup as it says."""
     line = ""
     if AUTOGROUP.exists():
         line = Path(f"/proc/{pid}/autogroup").read_text().strip()
@@ -31,8 +33,8 @@ def test_a_process_in_its_own_session_is_low_in_its_group_and_the_group_is_low_t
             time.sleep(0.01)
         group, nice = group_and_nice(proc.pid)
         assert nice == 19
-        if AUTOGROUP.exists():  # a group of its own (setsid), weighed at nice 19
-            mine, _ = group_and_nice(os.getpid())
+        mine, _ = group_and_nice(os.getpid())
+        if mine:  # the kernel schedules the caller by autogroup: the child has one of its own
             assert group.split()[0] != mine.split()[0], (group, mine)
             assert group.endswith(" nice 19"), group
     finally:
