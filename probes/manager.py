@@ -42,6 +42,10 @@ MAX_BACKOFF_S = 3600.0
 CREATED_WAIT_S = 10.0
 #: :func:`ensure_topic`'s reason when the cluster accepted the connection and said nothing.
 NO_ANSWER = "no answer"
+#: While a silent cluster keeps topics from being created, the survey is asked again this soon,
+#: not a ``manage_interval`` later: the topics are made within seconds of its first answer (at
+#: the 60 s default the probe topic came 57 s after it, every message of it counted lost).
+ANSWER_RETRY_S = 2.0
 
 
 class Admin(Protocol):
@@ -199,6 +203,8 @@ class TopicManager:
         self._next_s = now_s + self.interval_s
         found = self.admin.survey(self.topic, known=True)  # the probe is probing it
         if found is None:
+            if self._later:  # topics wait for the cluster's first answer: ask again soon
+                self._next_s = now_s + min(self.interval_s, ANSWER_RETRY_S)
             return
         if self._later and self._create_later():
             self._next_s = now_s  # survey at once: the created topic's partitions are probed

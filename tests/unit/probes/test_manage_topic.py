@@ -19,7 +19,13 @@ from core.echo import Echo
 from core.echo_v2 import decode_message
 from kafkautil.admin import Survey, refusal, survey
 from probes import ProbeAgent, ProbeConfig
-from probes.manager import MAX_BACKOFF_S, AdminErrors, TopicManager, ensure_topic
+from probes.manager import (
+    ANSWER_RETRY_S,
+    MAX_BACKOFF_S,
+    AdminErrors,
+    TopicManager,
+    ensure_topic,
+)
 from probes.metrics import ProbeCollector
 from probes.planner import (
     PartitionPlanner,
@@ -183,6 +189,33 @@ def test_grows_once_then_probes_the_new_partition() -> None:
     assert m.planner.leaders == {0: 1, 1: 2} and m.planner.unprobed() == frozenset()
     m.tick(50.2)
     assert len(admin.calls) == 1  # covered: nothing more to do, and no election ever
+
+
+def test_topics_a_silent_cluster_kept_are_created_soon_after_it_answers() -> None:
+    """A cluster silent at start is asked again every ANSWER_RETRY_S, not every interval: the
+    topic is created at the first survey it answers (it was up to a whole interval later)."""
+    brokers = surveyed({}, {1, 2, 3})
+    admin = FakeAdmin(None)
+    m, _ = manager(admin)
+    m.create_when_answered(admin, "nines.wanted", 1)  # type: ignore[arg-type]
+    m.tick(0.0)
+    assert admin.surveys == 1 and admin.calls == []
+    m.tick(ANSWER_RETRY_S - 0.1)
+    assert admin.surveys == 1  # no busy loop on a silent cluster
+    admin.state = brokers  # it answers
+    m.tick(ANSWER_RETRY_S)
+    assert admin.calls[0][:2] == ("create_topic", "nines.wanted")
+    assert m.interval_s > ANSWER_RETRY_S
+
+
+def test_a_silent_cluster_with_nothing_to_create_is_surveyed_every_interval() -> None:
+    admin = FakeAdmin(None)
+    m, _ = manager(admin)
+    for now in (0.0, ANSWER_RETRY_S, 9.9):
+        m.tick(now)
+    assert admin.surveys == 1
+    m.tick(10.0)
+    assert admin.surveys == 2
 
 
 def test_a_refusal_is_counted_and_backs_off_and_never_raises() -> None:
