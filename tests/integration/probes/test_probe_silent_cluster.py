@@ -99,7 +99,8 @@ def test_a_probe_starts_on_a_cluster_that_never_answers_and_probes_once_it_does(
         assert "Traceback" not in probe.stderr() and "rdkafka" not in probe.stderr()
 
         silent.answer()  # every partition is probed from then on
-        until(lambda: scrape().get(exists) == 1, probe.stderr)
+        # managed: created at the first survey answered, seconds after (not a 60 s interval)
+        until(lambda: scrape().get(exists) == 1, probe.stderr, timeout_s=30)
         until(
             lambda: all(
                 scrape().get(
