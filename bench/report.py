@@ -25,6 +25,7 @@ from bench.report_aggregation import aggregation_section, scale_section, summari
 from bench.report_cited import cited_section, parse_v1_section
 from bench.report_fleet import load as load_fleet
 from bench.report_fleet import section as fleet_section
+from bench.report_flood import BEFORE as FLOOD_BEFORE
 from bench.report_flood import load as load_flood
 from bench.report_flood import section as flood_section
 from bench.report_format import Json, at_path, fmt_error, fmt_seconds, qname, skip_reason, table
@@ -324,7 +325,7 @@ def render(results: dict[str, Json], img_dir: Path = IMG_DIR, doc_path: Path = D
         out.append(missing(SCRAPE_TITLE, "cardinality", ""))
     out.append(parse_v1_section(results.get("parse_v1")))
     out.append(pressure_section(load_pressure()))
-    out.append(flood_section(load_flood()))
+    out.append(flood_section(load_flood(), load_flood(FLOOD_BEFORE)))
     out.append(web_protocol_section(load_web_protocol()))
 
     out.append(fleet_section(load_fleet()))

@@ -10,6 +10,9 @@ from typing import Any
 from bench.machine import RESULTS_DIR
 
 RESULTS = RESULTS_DIR / "probe_flood.json"
+#: The same bench run on an earlier tree, kept by hand for a before/after (issue 40's split of
+#: the /metrics path): its machine facts say which commit it ran.
+BEFORE = RESULTS_DIR / "probe_flood_before.json"
 TITLE = "## The probe's schedule under a /metrics flood"
 
 
@@ -22,8 +25,9 @@ def load(path: Path = RESULTS) -> dict[str, Any]:
     return data if isinstance(data, dict) and isinstance(data.get("cases"), dict) else {}
 
 
-def section(results: dict[str, Any]) -> str:
-    """The markdown section (empty input: a line saying how to produce it)."""
+def section(results: dict[str, Any], before: dict[str, Any] | None = None) -> str:
+    """The markdown section (empty input: a line saying how to produce it); with ``before``,
+    the earlier tree's medians beside this run's."""
     cmd = "`pytest -m bench tests/bench/test_probe_flood_bench.py` (part `flood` of `make bench`)"
     if not results:
         return f"{TITLE}\n\nNot measured yet: {cmd}.\n"
@@ -54,4 +58,41 @@ def section(results: dict[str, Any]) -> str:
             f"{case['ratio_max']:.2f}) | {case['over_target']} of {len(runs)} | {healthy} | "
             f"{flooded} | {cpu} | {load} |"
         )
+    if before:
+        lines += ["", *before_after(before, results)]
     return "\n".join(lines) + "\n"
+
+
+def before_after(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Each flood's medians on the earlier tree and on this run's, one row each."""
+    from statistics import median
+
+    def commit(r: dict[str, Any]) -> str:
+        return str(r.get("machine", {}).get("git_commit", "?"))
+
+    out = [
+        f"Before and after: the same bench on `{commit(before)}` (before issue 40's split of the "
+        f"/metrics path, run from a worktree of that commit) and on `{commit(after)}`, one after "
+        "the other on the same machine; medians of each tree's runs.",
+        "",
+        "| flood | tree | ratio median (min-max) | over the target | send lag p99.9 healthy / "
+        "flooded ms | probe CPU healthy / flooded (cores) | load |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in after["cases"]:
+        for tree in (before, after):
+            case = tree["cases"].get(name)
+            if not case:
+                continue
+            runs = case["runs"]
+
+            def med(key: str, runs: list[dict[str, Any]] = runs) -> float:
+                return float(median(r[key] for r in runs))
+
+            out.append(
+                f"| {name} | `{commit(tree)}` | {case['ratio_median']:.2f} "
+                f"({case['ratio_min']:.2f}-{case['ratio_max']:.2f}) | {case['over_target']} of "
+                f"{len(runs)} | {med('lag_healthy_ms'):.2f} / {med('lag_flood_ms'):.2f} | "
+                f"{med('cpu_healthy'):.2f} / {med('cpu_flood'):.2f} | {med('load'):.1f} |"
+            )
+    return out
