@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.machine import RESULTS_DIR
+from bench.report_format import table
 
 RESULTS = RESULTS_DIR / "probe_flood.json"
 #: The same bench run on an earlier tree, kept by hand for a before/after (issue 40's split of
@@ -70,29 +71,39 @@ def before_after(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     def commit(r: dict[str, Any]) -> str:
         return str(r.get("machine", {}).get("git_commit", "?"))
 
-    out = [
-        f"Before and after: the same bench on `{commit(before)}` (before issue 40's split of the "
-        f"/metrics path, run from a worktree of that commit) and on `{commit(after)}`, one after "
-        "the other on the same machine; medians of each tree's runs.",
-        "",
-        "| flood | tree | ratio median (min-max) | over the target | send lag p99.9 healthy / "
-        "flooded ms | probe CPU healthy / flooded (cores) | load |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    rows = []
     for name in after["cases"]:
         for tree in (before, after):
             case = tree["cases"].get(name)
             if not case:
                 continue
             runs = case["runs"]
-
-            def med(key: str, runs: list[dict[str, Any]] = runs) -> float:
-                return float(median(r[key] for r in runs))
-
-            out.append(
-                f"| {name} | `{commit(tree)}` | {case['ratio_median']:.2f} "
-                f"({case['ratio_min']:.2f}-{case['ratio_max']:.2f}) | {case['over_target']} of "
-                f"{len(runs)} | {med('lag_healthy_ms'):.2f} / {med('lag_flood_ms'):.2f} | "
-                f"{med('cpu_healthy'):.2f} / {med('cpu_flood'):.2f} | {med('load'):.1f} |"
+            keys = ("lag_healthy_ms", "lag_flood_ms", "cpu_healthy", "cpu_flood", "load")
+            med = {k: float(median(r[k] for r in runs)) for k in keys}
+            rows.append(
+                [
+                    name,
+                    f"`{commit(tree)}`",
+                    f"{case['ratio_median']:.2f} ({case['ratio_min']:.2f}-{case['ratio_max']:.2f})",
+                    f"{case['over_target']} of {len(runs)}",
+                    f"{med['lag_healthy_ms']:.2f} / {med['lag_flood_ms']:.2f}",
+                    f"{med['cpu_healthy']:.2f} / {med['cpu_flood']:.2f}",
+                    f"{med['load']:.1f}",
+                ]
             )
-    return out
+    header = [
+        "flood",
+        "tree",
+        "ratio median (min-max)",
+        "over the target",
+        "send lag p99.9 healthy / flooded ms",
+        "probe CPU healthy / flooded (cores)",
+        "load",
+    ]
+    return [
+        f"Before and after: the same bench on `{commit(before)}` (before issue 40's split of the "
+        f"/metrics path, run from a worktree of that commit) and on `{commit(after)}`, one after "
+        "the other on the same machine; medians of each tree's runs.",
+        "",
+        table(header, rows),
+    ]
