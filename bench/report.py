@@ -3,8 +3,9 @@
 No number is typed here: every figure in the markdown is read from ``bench/results/*.json``.
 A part whose JSON is missing gets a line saying so (and why, if the runner recorded it). One
 module per section (``report_accuracy``, ``report_aggregation``, ``report_probe``,
-``report_scrape``, ``report_health``, ``report_e2e``, ``report_stages``, ``report_cited``), their
-shared formatting in ``report_format``; this one puts the document together.
+``report_scrape``, ``report_health``, ``report_e2e``, ``report_stages``, ``report_cited``,
+``report_timing`` and more), their shared formatting in ``report_format``; this one puts the
+document together.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ from bench.report_probe import (
     summarise_probe,
 )
 from bench.report_scrape import SCRAPE_TITLE, headline_scrape, scrape_section
+from bench.report_timing import load as load_timing
+from bench.report_timing import section as timing_section
 from bench.report_web_protocol import load as load_web_protocol
 from bench.report_web_protocol import section as web_protocol_section
 
@@ -327,6 +330,7 @@ def render(results: dict[str, Json], img_dir: Path = IMG_DIR, doc_path: Path = D
     out.append(pressure_section(load_pressure()))
     out.append(flood_section(load_flood(), load_flood(FLOOD_BEFORE)))
     out.append(web_protocol_section(load_web_protocol()))
+    out.append(timing_section(load_timing()))
 
     out.append(fleet_section(load_fleet()))
     out.append("## Four brokers side by side (`nines compare`)\n")

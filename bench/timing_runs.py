@@ -1,0 +1,149 @@
+"""Run the suite's timing-sensitive tests N times and tally each test's passes (issue 41: a test
+that fails once in ten on a quiet machine is broken). ``make timing`` (= ``python -m
+bench.timing_runs --runs 10``; ``--only unit`` for the socket-level set, seconds a run). The set
+is listed here, and kept by hand: a test whose assertion reads a clock, a CPU counter or a count
+after a sleep belongs in it.
+
+The tally lands in ``bench/results/timing_runs.json``, one part per ``--only`` choice (a run of one
+part keeps the others'), and docs/benchmarks.md renders it (``bench.report_timing``). ``--merge``
+adds the runs of earlier result files of the same part, so ten runs may be taken in sittings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench.machine import RESULTS_DIR, machine_facts, write_result
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = RESULTS_DIR / "timing_runs.json"
+#: By kind: the servers' bounds and keep-alive windows (sockets, seconds a run); the probe and
+#: exporter under floods and a broker's faults (a cluster each, minutes); the end-to-end ones.
+TIMING_SET = {
+    "unit": [
+        "tests/unit/runtime/test_webserver.py",
+        "tests/unit/runtime/test_webserver_keepalive.py",
+        "tests/unit/runtime/test_webserver_bounds.py",
+        "tests/unit/exporter/test_exporter_flood.py",
+    ],
+    "integration": [
+        "tests/integration/probes/test_probe_metrics_flood.py",
+        "tests/integration/probes/test_probe_pressure.py",
+        "tests/integration/probes/test_probe_fleet.py",
+        "tests/integration/broker/test_broker_faults.py",
+        "tests/integration/broker/test_broker_signals.py",
+    ],
+    "e2e": [
+        "tests/e2e/test_metrics_keepalive_e2e.py",
+        "tests/e2e/test_metrics_survive_clients_e2e.py",
+        "tests/e2e/test_compare_e2e.py",
+    ],
+}
+
+
+def run_once(files: list[str], report: Path) -> dict[str, str]:
+    """One pytest run of ``files``: each test's outcome (passed, failed, error, skipped)."""
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
+    subprocess.run([*cmd, *files], cwd=ROOT, capture_output=True, check=False)
+    outcomes = {}
+    for case in ET.parse(report).iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        kinds = {child.tag for child in case}
+        outcomes[name] = next((k for k in ("failure", "error", "skipped") if k in kinds), "passed")
+    return outcomes
+
+
+def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two tallies of the same files as one: runs and outcomes added, each run's seconds and
+    load kept in order, and each sitting's commit and time (a part of other files is refused:
+    its tests are not the same)."""
+    if a["files"] != b["files"]:
+        raise ValueError(f"cannot merge tallies of different files: {a['files']} / {b['files']}")
+    tally: dict[str, Counter[str]] = {}
+    for part in (a, b):
+        for name, counts in part["tally"].items():
+            tally.setdefault(name, Counter()).update(counts)
+    return {
+        "files": a["files"],
+        "runs": a["runs"] + b["runs"],
+        "seconds": [*a.get("seconds", []), *b.get("seconds", [])],
+        "loads": [*a["loads"], *b["loads"]],
+        "sittings": [*a.get("sittings", []), *b.get("sittings", [])],
+        "tally": {n: dict(c) for n, c in tally.items()},
+    }
+
+
+def failing(part: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """The tests that did not pass every run, with their outcomes."""
+    return {n: c for n, c in part["tally"].items() if set(c) - {"passed"}}
+
+
+def sitting(files: list[str], runs: int) -> dict[str, Any]:
+    """``runs`` runs of ``files`` now: the tally, each run's seconds and 1-min load after it."""
+    tally: dict[str, Counter[str]] = {}
+    loads, seconds = [], []
+    for i in range(runs):
+        started = time.monotonic()
+        for name, outcome in run_once(files, Path(f"/tmp/timing-run-{i}.xml")).items():
+            tally.setdefault(name, Counter())[outcome] += 1
+        seconds.append(round(time.monotonic() - started, 1))
+        loads.append(float(Path("/proc/loadavg").read_text().split()[0]))
+        print(f"run {i + 1}/{runs}: {seconds[-1]:.0f} s, load {loads[-1]:.1f}", flush=True)
+    facts = machine_facts()
+    return {
+        "files": files,
+        "runs": runs,
+        "seconds": seconds,
+        "loads": loads,
+        "sittings": [{k: facts[k] for k in ("git_commit", "timestamp")} | {"runs": runs}],
+        "tally": {n: dict(c) for n, c in tally.items()},
+    }
+
+
+def earlier_part(path: Path, key: str) -> dict[str, Any]:
+    """Part ``key`` of an earlier result file (or the whole file, if it holds one part)."""
+    data = json.loads(path.read_text())
+    return dict(data["parts"][key]) if "parts" in data else dict(data)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--only", choices=sorted(TIMING_SET), action="append")
+    ap.add_argument("--merge", type=Path, action="append", default=[], metavar="JSON",
+                    help="add the runs of this earlier result of the same part")  # fmt: skip
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    kinds = [k for k in TIMING_SET if k in (args.only or TIMING_SET)]
+    files = [f for kind in kinds for f in TIMING_SET[kind]]
+    key = "+".join(kinds)
+    pieces = [earlier_part(path, key) for path in args.merge]
+    pieces += [sitting(files, args.runs)] if args.runs else []
+    if not pieces:
+        ap.error("nothing to tally: --runs 0 and no --merge")
+    part = functools.reduce(merge, pieces)
+    try:
+        parts = json.loads(args.out.read_text()).get("parts", {})
+    except (OSError, ValueError):
+        parts = {}
+    parts[key] = part
+    write_result(args.out.stem, {"parts": parts}, args.out.parent)
+    loads = part["loads"]
+    print(f"{key}: {len(part['tally'])} tests, {part['runs']} runs, load {min(loads):.1f}-"
+          f"{max(loads):.1f}")  # fmt: skip
+    for name, counts in sorted(failing(part).items()):
+        print(f"  not always passed: {name}: {counts}")
+    return 1 if failing(part) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

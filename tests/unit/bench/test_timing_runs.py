@@ -1,0 +1,100 @@
+"""bench.timing_runs (the timing set run N times, tallied) and its docs/benchmarks.md section."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import timing_runs
+from bench.report_timing import section
+
+FILES = ["tests/unit/a/test_x.py"]
+
+
+def part(outcomes: dict[str, list[str]], commit: str, seconds: list[float]) -> dict[str, Any]:
+    """A tally of ``len(seconds)`` runs: each test's outcome per run."""
+    tally: dict[str, dict[str, int]] = {}
+    for name, runs in outcomes.items():
+        for outcome in runs:
+            tally.setdefault(name, {}).setdefault(outcome, 0)
+            tally[name][outcome] += 1
+    sitting = {"git_commit": commit, "timestamp": "2026-12-07T16:00:00Z", "runs": len(seconds)}
+    return {"files": FILES, "runs": len(seconds), "seconds": seconds,
+            "loads": [0.5] * len(seconds), "sittings": [sitting], "tally": tally}  # fmt: skip
+
+
+A, B = "tests.unit.a.test_x::test_a", "tests.unit.a.test_x::test_b"
+
+
+def test_merge_adds_runs_and_outcomes_and_keeps_each_sitting_in_order() -> None:
+    first = part({A: ["passed"] * 2, B: ["passed", "failed"]}, "aaa", [10, 12])
+    second = part({A: ["passed"] * 3, B: ["passed"] * 3}, "bbb", [11, 9, 13])
+    merged = timing_runs.merge(first, second)
+    assert merged["runs"] == 5 and merged["seconds"] == [10, 12, 11, 9, 13]
+    assert merged["tally"] == {A: {"passed": 5}, B: {"passed": 4, "failed": 1}}
+    assert [s["git_commit"] for s in merged["sittings"]] == ["aaa", "bbb"]
+    assert timing_runs.failing(merged) == {B: {"passed": 4, "failed": 1}}
+
+
+def test_tallies_of_other_files_are_not_merged() -> None:
+    other = part({A: ["passed"]}, "bbb", [1]) | {"files": ["tests/unit/b/test_y.py"]}
+    with pytest.raises(ValueError, match="different files"):
+        timing_runs.merge(part({A: ["passed"]}, "aaa", [1]), other)
+
+
+def test_the_section_counts_each_part_and_file_and_names_what_failed() -> None:
+    flaky = part({A: ["passed"] * 3, B: ["passed", "failed", "passed"]}, "aaa", [10, 30, 20])
+    text = section({"unit": flaky})
+    assert "| unit | 1 | 2 | 3 | 1 of 2 | 20 (10-30) | 0.5 (0.5-0.5) |" in text
+    assert "| `tests/unit/a/test_x.py` | 2 | 5 of 6 |" in text
+    assert f"- `{B}`: passed 2, failed 1" in text
+    assert "Every test passed" not in text
+    clean = section({"unit": part({A: ["passed"] * 2}, "aaa", [1, 2])})
+    assert "Every test passed every run." in clean and "| 1 of 1 |" in clean
+
+
+def test_no_runs_yet_says_how_to_make_them() -> None:
+    assert "Not measured yet: `make timing`" in section({})
+
+
+def test_a_real_sitting_tallies_pytest_and_a_merge_keeps_the_other_part(tmp_path: Path) -> None:
+    """Two runs of a real test file (one test passes, one fails on its second run), merged with
+    an earlier sitting; the result file's other part stays as it was."""
+    counter = tmp_path / "count"
+    probe = tmp_path / "test_probe_file.py"
+    probe.write_text(
+        "from pathlib import Path\n"
+        f"COUNT = Path({str(counter)!r})\n"
+        "def test_steady():\n    pass\n"
+        "def test_second_run_fails():\n"
+        "    n = int(COUNT.read_text()) if COUNT.exists() else 0\n"
+        "    COUNT.write_text(str(n + 1))\n"
+        "    assert n == 0\n"
+    )
+    set_ = {"unit": [str(probe)], "e2e": ["tests/e2e/none.py"]}
+    out = tmp_path / "timing.json"
+    out.write_text(json.dumps({"parts": {"e2e": {"kept": True}}}))
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps(part({}, "aaa", [5.0]) | {"files": [str(probe)]}))
+    mp = pytest.MonkeyPatch()
+    mp.setattr(timing_runs, "TIMING_SET", set_)
+    try:
+        rc = timing_runs.main(
+            ["--runs", "2", "--only", "unit", "--merge", str(earlier), "--out", str(out)]
+        )
+    finally:
+        mp.undo()
+    assert rc == 1  # a test that failed once fails the tally
+    parts = json.loads(out.read_text())["parts"]
+    assert parts["e2e"] == {"kept": True}
+    unit = parts["unit"]
+    assert unit["runs"] == 3 and len(unit["seconds"]) == 3 and unit["seconds"][0] == 5.0
+    steady, second = (f"{probe.stem}::test_{n}" for n in ("steady", "second_run_fails"))
+    assert {k.split(".")[-1]: v for k, v in unit["tally"].items()} == {
+        steady: {"passed": 2},
+        second: {"passed": 1, "failure": 1},
+    }
+    assert [s["runs"] for s in unit["sittings"]] == [1, 2]
