@@ -26,14 +26,18 @@ from bench.machine import RESULTS_DIR, machine_facts, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = RESULTS_DIR / "timing_runs.json"
-#: By kind: the servers' bounds and keep-alive windows (sockets, seconds a run); the probe and
+#: By kind: the servers' bounds, keep-alive windows and auth timing, the exporter's flood and
+#: render lock, the probe's duration (sockets and threads, a minute a run); the probe and
 #: exporter under floods and a broker's faults (a cluster each, minutes); the end-to-end ones.
 TIMING_SET = {
     "unit": [
         "tests/unit/runtime/test_webserver.py",
         "tests/unit/runtime/test_webserver_keepalive.py",
         "tests/unit/runtime/test_webserver_bounds.py",
+        "tests/unit/runtime/test_webserver_negotiation.py",
         "tests/unit/exporter/test_exporter_flood.py",
+        "tests/unit/exporter/test_exporter_body_cache.py",
+        "tests/unit/probes/test_probe_limits.py",
     ],
     "integration": [
         "tests/integration/probes/test_probe_metrics_flood.py",
