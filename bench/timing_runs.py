@@ -20,6 +20,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,10 +93,12 @@ def failing(part: dict[str, Any]) -> dict[str, dict[str, int]]:
     return {n: c for n, c in part["tally"].items() if set(c) - {"passed"}}
 
 
-def sitting(files: list[str], runs: int) -> dict[str, Any]:
-    """``runs`` runs of ``files`` now: the tally, each run's seconds and 1-min load after it."""
+def sitting(files: list[str], runs: int) -> Iterator[dict[str, Any]]:
+    """``runs`` runs of ``files`` now: after each, the tally so far, each run's seconds and the
+    1-min load after it (a sitting cut short keeps the runs it made)."""
     tally: dict[str, Counter[str]] = {}
-    loads, seconds = [], []
+    loads: list[float] = []
+    seconds: list[float] = []
     for i in range(runs):
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="nines-timing-") as tmp:
@@ -105,21 +108,31 @@ def sitting(files: list[str], runs: int) -> dict[str, Any]:
         seconds.append(round(time.monotonic() - started, 1))
         loads.append(float(Path("/proc/loadavg").read_text().split()[0]))
         print(f"run {i + 1}/{runs}: {seconds[-1]:.0f} s, load {loads[-1]:.1f}", flush=True)
-    facts = machine_facts()
-    return {
-        "files": files,
-        "runs": runs,
-        "seconds": seconds,
-        "loads": loads,
-        "sittings": [{k: facts[k] for k in ("git_commit", "timestamp")} | {"runs": runs}],
-        "tally": {n: dict(c) for n, c in tally.items()},
-    }
+        facts = machine_facts()
+        yield {
+            "files": files,
+            "runs": i + 1,
+            "seconds": list(seconds),
+            "loads": list(loads),
+            "sittings": [{k: facts[k] for k in ("git_commit", "timestamp")} | {"runs": i + 1}],
+            "tally": {n: dict(c) for n, c in tally.items()},
+        }
 
 
 def earlier_part(path: Path, key: str) -> dict[str, Any]:
     """Part ``key`` of an earlier result file (or the whole file, if it holds one part)."""
     data = json.loads(path.read_text())
     return dict(data["parts"][key]) if "parts" in data else dict(data)
+
+
+def save(out: Path, key: str, part: dict[str, Any]) -> None:
+    """Part ``key`` of the result file replaced by ``part``, the other parts kept."""
+    try:
+        parts = json.loads(out.read_text()).get("parts", {})
+    except (OSError, ValueError):
+        parts = {}
+    parts[key] = part
+    write_result(out.stem, {"parts": parts}, out.parent)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,19 +144,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     kinds = [k for k in TIMING_SET if k in (args.only or TIMING_SET)]
-    files = [f for kind in kinds for f in TIMING_SET[kind]]
     key = "+".join(kinds)
-    pieces = [earlier_part(path, key) for path in args.merge]
-    pieces += [sitting(files, args.runs)] if args.runs else []
-    if not pieces:
-        ap.error("nothing to tally: --runs 0 and no --merge")
-    part = functools.reduce(merge, pieces)
-    try:
-        parts = json.loads(args.out.read_text()).get("parts", {})
-    except (OSError, ValueError):
-        parts = {}
-    parts[key] = part
-    write_result(args.out.stem, {"parts": parts}, args.out.parent)
+    earlier = [earlier_part(path, key) for path in args.merge]
+    if not earlier and args.runs < 1:
+        ap.error("nothing to tally: no run and no --merge")
+    part = functools.reduce(merge, earlier) if earlier else {}
+    for so_far in sitting([f for kind in kinds for f in TIMING_SET[kind]], args.runs):
+        part = functools.reduce(merge, [*earlier, so_far])
+        save(args.out, key, part)
+    if not args.runs:
+        save(args.out, key, part)
     loads = part["loads"]
     print(f"{key}: {len(part['tally'])} tests, {part['runs']} runs, load {min(loads):.1f}-"
           f"{max(loads):.1f}")  # fmt: skip

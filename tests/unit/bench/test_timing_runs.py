@@ -60,7 +60,9 @@ def test_no_runs_yet_says_how_to_make_them() -> None:
     assert "Not measured yet: `make timing`" in section({})
 
 
-def test_a_real_sitting_tallies_pytest_and_a_merge_keeps_the_other_part(tmp_path: Path) -> None:
+def test_a_real_sitting_tallies_pytest_and_a_merge_keeps_the_other_part(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two runs of a real test file (one test passes, one fails on its second run), merged with
     an earlier sitting; the result file's other part stays as it was."""
     counter = tmp_path / "count"
@@ -79,14 +81,10 @@ def test_a_real_sitting_tallies_pytest_and_a_merge_keeps_the_other_part(tmp_path
     out.write_text(json.dumps({"parts": {"e2e": {"kept": True}}}))
     earlier = tmp_path / "earlier.json"
     earlier.write_text(json.dumps(part({}, "aaa", [5.0]) | {"files": [str(probe)]}))
-    mp = pytest.MonkeyPatch()
-    mp.setattr(timing_runs, "TIMING_SET", set_)
-    try:
-        rc = timing_runs.main(
-            ["--runs", "2", "--only", "unit", "--merge", str(earlier), "--out", str(out)]
-        )
-    finally:
-        mp.undo()
+    monkeypatch.setattr(timing_runs, "TIMING_SET", set_)
+    rc = timing_runs.main(
+        ["--runs", "2", "--only", "unit", "--merge", str(earlier), "--out", str(out)]
+    )
     assert rc == 1  # a test that failed once fails the tally
     parts = json.loads(out.read_text())["parts"]
     assert parts["e2e"] == {"kept": True}
@@ -98,3 +96,23 @@ def test_a_real_sitting_tallies_pytest_and_a_merge_keeps_the_other_part(tmp_path
         second: {"passed": 1, "failure": 1},
     }
     assert [s["runs"] for s in unit["sittings"]] == [1, 2]
+
+
+def test_a_sitting_cut_short_keeps_the_runs_it_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+
+    def run_once(files: list[str], report: Path) -> dict[str, str]:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # Ctrl+C during the second run
+        return {A: "passed"}
+
+    out = tmp_path / "timing.json"
+    monkeypatch.setattr(timing_runs, "run_once", run_once)
+    with pytest.raises(KeyboardInterrupt):
+        timing_runs.main(["--runs", "10", "--only", "unit", "--out", str(out)])
+    unit = json.loads(out.read_text())["parts"]["unit"]
+    assert unit["runs"] == 1 and unit["tally"] == {A: {"passed": 1}}
+    assert unit["sittings"][0]["runs"] == 1
