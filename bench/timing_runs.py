@@ -30,7 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = RESULTS_DIR / "timing_runs.json"
 #: By kind: the servers' bounds, keep-alive windows and auth timing, the exporter's flood and
 #: render lock, the probe's duration (sockets and threads, a minute a run); the probe and
-#: exporter under floods and a broker's faults (a cluster each, minutes); the end-to-end ones.
+#: exporter under floods and a broker's faults (a cluster each, minutes); the end-to-end ones;
+#: the CTRL+Z calibrations on every broker kind, through the stream, Prometheus and the alerts
+#: (their floor and stall bounds are analytic, their floor samples this run's own).
 TIMING_SET = {
     "unit": [
         "tests/unit/runtime/test_webserver.py",
@@ -52,6 +54,14 @@ TIMING_SET = {
         "tests/e2e/test_metrics_keepalive_e2e.py",
         "tests/e2e/test_metrics_survive_clients_e2e.py",
         "tests/e2e/test_compare_e2e.py",
+    ],
+    "ctrl_z": [
+        "tests/integration/broker/test_broker_ctrl_z_terminal.py",
+        "tests/integration/probes/test_probe_faults.py",
+        "tests/integration/probes/test_probe_transports.py",
+        "tests/integration/streaming/test_stream_kafka.py",
+        "tests/e2e/test_native_ctrl_z_e2e.py",
+        "tests/e2e/test_alerting_e2e.py",
     ],
 }
 
