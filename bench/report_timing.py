@@ -88,6 +88,9 @@ def section(parts: dict[str, Any]) -> str:
     if bad:
         lines.append("Not passed every run:")
         lines += [f"- `{n}`: {', '.join(f'{k} {v}' for k, v in c.items())}" for n, c in bad.items()]
+        for f in [f for part in parts.values() for f in part.get("failures", [])]:
+            message = " ".join(str(f["message"]).split())
+            lines.append(f"  - run {f['run']}, {f['outcome']}: `{message}`")
     else:
         lines.append("Every test passed every run.")
     return "\n".join(lines) + "\n"

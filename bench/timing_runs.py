@@ -66,15 +66,22 @@ TIMING_SET = {
 }
 
 
+#: Characters kept of a failure's message: enough for the assertion and its figures.
+MESSAGE_CHARS = 600
+
+
 def run_once(files: list[str], report: Path) -> dict[str, str]:
-    """One pytest run of ``files``: each test's outcome (passed, failed, error, skipped)."""
+    """One pytest run of ``files``: each test's outcome (passed, failure, error, skipped), and
+    for a test that did not pass, ``outcome: message`` (junit's, cut to ``MESSAGE_CHARS``)."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
     subprocess.run([*cmd, *files], cwd=ROOT, capture_output=True, check=False)
     outcomes = {}
     for case in ET.parse(report).iter("testcase"):
         name = f"{case.get('classname')}::{case.get('name')}"
-        kinds = {child.tag for child in case}
-        outcomes[name] = next((k for k in ("failure", "error", "skipped") if k in kinds), "passed")
+        bad = [c for c in case if c.tag in ("failure", "error", "skipped")]
+        outcomes[name] = (
+            f"{bad[0].tag}: {(bad[0].get('message') or '')[:MESSAGE_CHARS]}" if bad else "passed"
+        )
     return outcomes
 
 
@@ -95,6 +102,7 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         "loads": [*a["loads"], *b["loads"]],
         "sittings": [*a.get("sittings", []), *b.get("sittings", [])],
         "tally": {n: dict(c) for n, c in tally.items()},
+        "failures": [*a.get("failures", []), *b.get("failures", [])],
     }
 
 
@@ -109,12 +117,16 @@ def sitting(files: list[str], runs: int) -> Iterator[dict[str, Any]]:
     tally: dict[str, Counter[str]] = {}
     loads: list[float] = []
     seconds: list[float] = []
+    failures: list[dict[str, Any]] = []
     for i in range(runs):
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="nines-timing-") as tmp:
             outcomes = run_once(files, Path(tmp) / "junit.xml")
         for name, outcome in outcomes.items():
-            tally.setdefault(name, Counter())[outcome] += 1
+            kind, _, message = outcome.partition(": ")
+            tally.setdefault(name, Counter())[kind] += 1
+            if message:
+                failures.append({"test": name, "run": i + 1, "outcome": kind, "message": message})
         seconds.append(round(time.monotonic() - started, 1))
         loads.append(float(Path("/proc/loadavg").read_text().split()[0]))
         print(f"run {i + 1}/{runs}: {seconds[-1]:.0f} s, load {loads[-1]:.1f}", flush=True)
@@ -126,6 +138,7 @@ def sitting(files: list[str], runs: int) -> Iterator[dict[str, Any]]:
             "loads": list(loads),
             "sittings": [{k: facts[k] for k in ("git_commit", "timestamp")} | {"runs": i + 1}],
             "tally": {n: dict(c) for n, c in tally.items()},
+            "failures": list(failures),
         }
 
 

@@ -95,6 +95,9 @@ def test_a_real_sitting_tallies_pytest_and_a_merge_keeps_the_other_part(
         steady: {"passed": 2},
         second: {"passed": 1, "failure": 1},
     }
+    (failure,) = unit["failures"]  # what failed, and why: junit's message
+    assert failure["run"] == 2 and failure["test"].endswith(second)
+    assert "assert 1 == 0" in failure["message"]
     assert [s["runs"] for s in unit["sittings"]] == [1, 2]
 
 
