@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from subprocess import DEVNULL
 from typing import Any
 
 from bench.machine import RESULTS_DIR, machine_facts, write_result
@@ -66,6 +68,10 @@ TIMING_SET = {
 }
 
 
+#: Seconds pytest has to stop its brokers, Spark and Prometheus when a sitting is stopped:
+#: subprocess.run gives it 0.25 s and then kills it, and a killed sitting left Kafka's JVMs,
+#: Spark and Prometheus running (load 4-6 on an idle machine).
+TEARDOWN_S = 60.0
 #: Characters kept of a failure's message: enough for the assertion and its figures.
 MESSAGE_CHARS = 600
 
@@ -74,7 +80,16 @@ def run_once(files: list[str], report: Path) -> dict[str, str]:
     """One pytest run of ``files``: each test's outcome (passed, failure, error, skipped), and
     for a test that did not pass, ``outcome: message`` (junit's, cut to ``MESSAGE_CHARS``)."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
-    subprocess.run([*cmd, *files], cwd=ROOT, capture_output=True, check=False)
+    with subprocess.Popen([*cmd, *files], cwd=ROOT, stdout=DEVNULL, stderr=DEVNULL) as pytest:
+        try:
+            pytest.wait()
+        except BaseException:  # Ctrl+C or SIGTERM: pytest tears its fixtures down first
+            pytest.send_signal(signal.SIGINT)
+            try:
+                pytest.wait(TEARDOWN_S)
+            except subprocess.TimeoutExpired:
+                pytest.kill()
+            raise
     outcomes = {}
     for case in ET.parse(report).iter("testcase"):
         name = f"{case.get('classname')}::{case.get('name')}"
@@ -158,6 +173,12 @@ def save(out: Path, key: str, part: dict[str, Any]) -> None:
     write_result(out.stem, {"parts": parts}, out.parent)
 
 
+def stop(signum: int, frame: object) -> None:
+    """SIGTERM stops a sitting as Ctrl+C does: the run under way tears down, the runs made
+    are kept."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10)
@@ -186,4 +207,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, stop)
     raise SystemExit(main())

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +123,32 @@ def test_a_sitting_cut_short_keeps_the_runs_it_made(
     unit = json.loads(out.read_text())["parts"]["unit"]
     assert unit["runs"] == 1 and unit["tally"] == {A: {"passed": 1}}
     assert unit["sittings"][0]["runs"] == 1
+
+
+def test_a_stopped_run_lets_pytest_tear_its_fixtures_down(tmp_path: Path) -> None:
+    """Ctrl+C during a run: pytest gets SIGINT and time to stop what its fixtures started (it
+    was killed 0.25 s later, and a stopped sitting left Kafka, Spark and Prometheus running)."""
+    started, torn_down = tmp_path / "started", tmp_path / "torn-down"
+    test = tmp_path / "test_held.py"
+    test.write_text(
+        "import time\nfrom pathlib import Path\nimport pytest\n"
+        "@pytest.fixture(scope='session')\n"
+        "def cluster():\n"
+        "    yield\n"
+        "    time.sleep(1)  # a broker's orderly stop\n"
+        f"    Path({str(torn_down)!r}).write_text('down')\n"
+        "def test_held(cluster):\n"
+        f"    Path({str(started)!r}).write_text('up')\n"
+        "    time.sleep(60)\n"
+    )
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 30
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)  # as Ctrl+C in the runner's terminal
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        timing_runs.run_once([str(test)], tmp_path / "junit.xml")
+    assert started.exists() and torn_down.read_text() == "down"
