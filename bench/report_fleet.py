@@ -3,11 +3,11 @@ bench.fleet_cost's JSON."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from bench.machine import RESULTS_DIR
+from bench.report_format import read_json
 
 RESULTS = RESULTS_DIR / "fleet_cost.json"
 TITLE = "## The probe fleet's cost per broker"
@@ -20,10 +20,7 @@ REPLICA_CORE_BUDGET = 1.0
 
 def load(path: Path = RESULTS) -> dict[str, Any]:
     """The results, or {} when the bench has not run."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
+    data = read_json(path)
     return data if isinstance(data, dict) and isinstance(data.get("runs"), dict) else {}
 
 

@@ -3,12 +3,11 @@ tests/bench/test_probe_flood_bench.py's JSON."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from bench.machine import RESULTS_DIR
-from bench.report_format import table
+from bench.report_format import read_json, table
 
 RESULTS = RESULTS_DIR / "probe_flood.json"
 #: The same bench run on an earlier tree, kept by hand for a before/after (issue 40's split of
@@ -19,10 +18,7 @@ TITLE = "## The probe's schedule under a /metrics flood"
 
 def load(path: Path = RESULTS) -> dict[str, Any]:
     """The results, or {} when the bench has not run."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
+    data = read_json(path)
     return data if isinstance(data, dict) and isinstance(data.get("cases"), dict) else {}
 
 

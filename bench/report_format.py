@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 Json = dict[str, Any]
@@ -59,6 +61,15 @@ def fmt_error(x: Any) -> str:
     if abs(pct) < 10:
         return f"{pct:+.2f} %"
     return f"{pct:+.0f} %"
+
+
+def read_json(path: Path) -> Any:
+    """A result file's JSON, or None when it is missing or unreadable (the bench has not run):
+    each section's ``load`` then checks the shape it renders."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def table(header: list[str], rows: Iterable[Iterable[Any]]) -> str:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from bench.machine import RESULTS_DIR
+from bench.report_format import read_json
 
 RESULTS = RESULTS_DIR / "probe_pressure.json"
 #: issue 31's targets: healthy CPU per 1,000 msgs/s (v2, one Apache Kafka broker, 3 partitions),
@@ -19,10 +19,7 @@ STATES = ("slow 200 ms", "slow 2 s", "stalled", "down")
 
 def load(path: Path = RESULTS) -> list[dict[str, Any]]:
     """The results, or [] when the bench has not run."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return []
+    data = read_json(path)
     cases = data.get("cases") if isinstance(data, dict) else data
     return cases if isinstance(cases, list) else []
 
@@ -114,8 +111,5 @@ def section(results: list[dict[str, Any]]) -> str:
 
 def load_memory(path: Path = RESULTS_DIR / "probe_memory.json") -> dict[str, Any]:
     """The memory result, or {}."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
+    data = read_json(path)
     return data if isinstance(data, dict) else {}

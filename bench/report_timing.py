@@ -3,13 +3,12 @@ bench.timing_runs's JSON: how often each file's tests passed, on which commits, 
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from statistics import median
 from typing import Any
 
-from bench.report_format import table
+from bench.report_format import read_json, table
 from bench.timing_runs import RESULTS, failing
 
 TITLE = "## The suite's timing-sensitive tests, run again and again"
@@ -17,10 +16,7 @@ TITLE = "## The suite's timing-sensitive tests, run again and again"
 
 def load(path: Path = RESULTS) -> dict[str, Any]:
     """Each part's tally, or {} when the runs have not been made."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
+    data = read_json(path)
     parts = data.get("parts") if isinstance(data, dict) else None
     return parts if isinstance(parts, dict) else {}
 

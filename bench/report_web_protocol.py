@@ -3,11 +3,11 @@ bench.web_protocol's JSON."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from bench.machine import RESULTS_DIR
+from bench.report_format import read_json
 
 RESULTS = RESULTS_DIR / "web_protocol.json"
 TITLE = "## The /metrics server's HTTP layer: the standard library against h11"
@@ -15,10 +15,7 @@ TITLE = "## The /metrics server's HTTP layer: the standard library against h11"
 
 def load(path: Path = RESULTS) -> dict[str, Any]:
     """The results, or {} when the bench has not run."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
+    data = read_json(path)
     return data if isinstance(data, dict) and isinstance(data.get("stdlib"), dict) else {}
 
 
