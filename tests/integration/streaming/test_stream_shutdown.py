@@ -26,6 +26,7 @@ from stream_jobs import (
     push,
     send,
     stream_cli,
+    wait_group_gone,
     wait_running,
 )
 
@@ -61,6 +62,7 @@ def test_sigterm_and_sigint_to_the_group_exit_0_and_restart_exactly_once(
     try:
         wait_running(lambda: len(archived(tmp_path / "archive")) >= 4, proc, log, 180)
         sigterm_s = stop_group(proc, signal.SIGTERM, log)
+        wait_group_gone(proc)
         send(broker.bootstrap, topic, range(1500, 3000), t0, expected)  # while it is down
         push(broker.bootstrap, topic, t0 + 600_000_000)
         proc = stream_cli(broker.bootstrap, topic, tmp_path, log)
