@@ -76,11 +76,20 @@ TEARDOWN_S = 60.0
 MESSAGE_CHARS = 600
 
 
+def _sigint_default() -> None:
+    """In the child before exec: SIGINT's default action, so that pytest takes it as Ctrl+C. A
+    runner started in the background by a shell (``make timing &``, a CI script) has SIGINT
+    ignored, and an ignored signal stays ignored across exec: pytest would never tear down."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_once(files: list[str], report: Path) -> dict[str, str]:
     """One pytest run of ``files``: each test's outcome (passed, failure, error, skipped), and
     for a test that did not pass, ``outcome: message`` (junit's, cut to ``MESSAGE_CHARS``)."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
-    with subprocess.Popen([*cmd, *files], cwd=ROOT, stdout=DEVNULL, stderr=DEVNULL) as pytest:
+    with subprocess.Popen(
+        [*cmd, *files], cwd=ROOT, stdout=DEVNULL, stderr=DEVNULL, preexec_fn=_sigint_default
+    ) as pytest:
         try:
             pytest.wait()
         except BaseException:  # Ctrl+C or SIGTERM: pytest tears its fixtures down first
