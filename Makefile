@@ -97,37 +97,26 @@ UNIT_BESIDE := tests/unit/streaming tests/unit/archive tests/unit/core tests/uni
 BESIDE_LOG := .pytest-beside.log
 ## The tests of Kafka's authentication and authorizer (OIDC tokens from Keycloak, MSK IAM's
 ## signer, least-privilege ACLs) each start a Kafka of their own and then wait out token
-## lifetimes, outages and refreshes (about 5 min of a 45 min run, most of it asleep), and the
-## stream job's tests that count echoes, not seconds (exactly once across a crash, a full disk,
-## a reset, a signal; refusals of bad input; the JVM aggregate; a standalone cluster; about
-## 11 min): they run beside too, in a third pytest at nice 10 (above the builds, below the main
-## run: their probes keep schedules and refresh tokens in time, and every wait of theirs is a
-## bound on an event, never a measure of one), which starts Keycloak itself at its collection.
-## The stream tests that time something (a leader move's and a slow broker's latency, a
-## refusal's bound) stay in the main run.
+## lifetimes, outages and refreshes (about 5 min of a 45 min run, most of it asleep): they run
+## beside too, in a third pytest at nice 10 (above the builds, below the main run: their probes
+## keep schedules and refresh tokens in time), which starts Keycloak itself at its collection.
 AUTH_BESIDE := tests/integration/probes/test_oidc_kafka.py tests/integration/probes/test_msk_iam_kafka.py \
 	tests/integration/test_least_privilege.py
-STREAM_BESIDE := $(addprefix tests/integration/streaming/,test_histogram_merge_jvm.py \
-	test_stream_cluster.py test_stream_failures.py test_stream_full_disk.py test_stream_hostile.py \
-	test_stream_kafka_sasl.py test_stream_late.py test_stream_oracle.py test_stream_reset.py \
-	test_stream_restart.py test_stream_series_cap.py test_stream_shutdown.py test_stream_source.py \
-	test_stream_state_format.py test_stream_v2.py test_stream_versions.py)
-SIDE_BESIDE := $(STREAM_BESIDE) $(AUTH_BESIDE)
-SIDE_LOG := .pytest-side.log
+AUTH_LOG := .pytest-auth.log
 
 test: setup system-test-deps kafka-jars
-	@rm -f $(BESIDE_LOG) $(SIDE_LOG); \
+	@rm -f $(BESIDE_LOG) $(AUTH_LOG); \
 	nice -n 19 $(PY) -m pytest -p no:cacheprovider --basetemp=$(CURDIR)/.pytest-beside-tmp \
 	  $(UNIT_BESIDE) > $(BESIDE_LOG) 2>&1 & beside=$$!; \
-	nice -n 10 $(PY) -m pytest -p no:cacheprovider --durations=15 --basetemp=$(CURDIR)/.pytest-side-tmp \
-	  $(SIDE_BESIDE) > $(SIDE_LOG) 2>&1 & auth=$$!; \
-	$(PY) -m pytest --durations=30 $(foreach t,$(UNIT_BESIDE) $(SIDE_BESIDE),--ignore=$(t)) $(PYTEST_ARGS); main=$$?; \
+	nice -n 10 $(PY) -m pytest -p no:cacheprovider --durations=10 --basetemp=$(CURDIR)/.pytest-auth-tmp \
+	  $(AUTH_BESIDE) > $(AUTH_LOG) 2>&1 & auth=$$!; \
+	$(PY) -m pytest --durations=30 $(foreach t,$(UNIT_BESIDE) $(AUTH_BESIDE),--ignore=$(t)) $(PYTEST_ARGS); main=$$?; \
 	wait $$beside; side=$$?; wait $$auth; authrc=$$?; \
 	if [ $$side -ne 0 ]; then echo "== the unit tests run beside (nice 19) failed:"; cat $(BESIDE_LOG); \
 	else echo "== the unit tests run beside (nice 19): $$(tail -n 1 $(BESIDE_LOG))"; fi; \
-	if [ $$authrc -ne 0 ]; then echo "== the stream and auth tests run beside (nice 10) failed:"; cat $(SIDE_LOG); \
-	else echo "== the stream and auth tests run beside (nice 10):"; sed -n '/slowest 15 durations/,$$p' $(SIDE_LOG); fi; \
-	rm -rf $(CURDIR)/.pytest-beside-tmp $(CURDIR)/.pytest-side-tmp; \
+	if [ $$authrc -ne 0 ]; then echo "== the auth tests run beside (nice 10) failed:"; cat $(AUTH_LOG); \
+	else echo "== the auth tests run beside (nice 10):"; sed -n '/slowest 10 durations/,$$p' $(AUTH_LOG); fi; \
+	rm -rf $(CURDIR)/.pytest-beside-tmp $(CURDIR)/.pytest-auth-tmp; \
 	[ $$main -eq 0 ] && [ $$side -eq 0 ] && [ $$authrc -eq 0 ]
 
 lint: setup

@@ -27,6 +27,7 @@ from subprocess import DEVNULL
 from typing import Any
 
 from bench.machine import RESULTS_DIR, machine_facts, write_result
+from testkit.sigint import default_sigint
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = RESULTS_DIR / "timing_runs.json"
@@ -76,19 +77,14 @@ TEARDOWN_S = 60.0
 MESSAGE_CHARS = 600
 
 
-def _sigint_default() -> None:
-    """In the child before exec: SIGINT's default action, so that pytest takes it as Ctrl+C. A
-    runner started in the background by a shell (``make timing &``, a CI script) has SIGINT
-    ignored, and an ignored signal stays ignored across exec: pytest would never tear down."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def run_once(files: list[str], report: Path) -> dict[str, str]:
     """One pytest run of ``files``: each test's outcome (passed, failure, error, skipped), and
-    for a test that did not pass, ``outcome: message`` (junit's, cut to ``MESSAGE_CHARS``)."""
+    for a test that did not pass, ``outcome: message`` (junit's, cut to ``MESSAGE_CHARS``).
+    pytest starts with SIGINT's default, so that it tears down on the SIGINT a stop sends it,
+    even from a runner started in the background (which has SIGINT ignored)."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
     with subprocess.Popen(
-        [*cmd, *files], cwd=ROOT, stdout=DEVNULL, stderr=DEVNULL, preexec_fn=_sigint_default
+        [*cmd, *files], cwd=ROOT, stdout=DEVNULL, stderr=DEVNULL, preexec_fn=default_sigint
     ) as pytest:
         try:
             pytest.wait()

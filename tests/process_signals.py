@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from testkit.sigint import default_sigint
+
 ROOT = Path(__file__).resolve().parents[1]
 #: What must never appear on a stopped process's output.
 TRACES = ("Traceback", "Exception", "ERROR", "\tat org.apache")
@@ -44,6 +46,7 @@ def signal_nines(
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
             start_new_session=True,
+            preexec_fn=default_sigint,  # as a terminal starts it, however this run was started
         )
     try:
         deadline = time.monotonic() + timeout_s

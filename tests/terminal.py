@@ -14,6 +14,8 @@ import select
 import signal
 import time
 
+from testkit.sigint import default_sigint
+
 
 class Terminal:
     """``bash -i`` on a pty: ``type`` keys, ``read`` the screen, ``close`` the session."""
@@ -21,6 +23,7 @@ class Terminal:
     def __init__(self, cwd: str, env: dict[str, str] | None = None) -> None:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: an interactive shell, no rc files
+            default_sigint()  # a terminal's shell hears Ctrl+C, however this run was started
             os.chdir(cwd)
             os.execvpe("bash", ["bash", "--norc", "--noprofile", "-i"], env or dict(os.environ))
         self.screen = ""

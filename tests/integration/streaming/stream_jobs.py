@@ -22,6 +22,7 @@ from streaming.config import StreamConfig
 from streaming.counters import StreamCounters
 from streaming.job import StreamJob
 from testkit.archive import read_windows
+from testkit.sigint import default_sigint
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -42,6 +43,7 @@ def stream_cli(
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         start_new_session=True,
+        preexec_fn=default_sigint,  # as a terminal starts it, however this run was started
     )  # fmt: skip
 
 
