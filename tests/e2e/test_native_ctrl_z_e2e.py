@@ -12,6 +12,7 @@ tail is there at query time.
 
 from __future__ import annotations
 
+import math
 import time
 import urllib.parse
 import urllib.request
@@ -208,7 +209,19 @@ def test_native_histogram_through_a_ctrl_z(tmp_path: Path) -> None:
             (native_sli,) = query_at(
                 prom, f"histogram_fraction(0, 0.05, sum(increase({E2E}[7m])))", at_s
             )
-            assert abs(float(native_sli["value"][1]) - float(classic_sli["value"][1])) < 0.01
+            # They can differ by at most the share of the samples in the native bucket that
+            # holds 50 ms, measured in this run at its exact bounds (the fixed 0.01 failed at
+            # 0.0118 in two CI-like runs at load 6-9, whose floor reached toward 50 ms).
+            base = 2 ** (2.0**-schema)
+            upper = base ** math.ceil(math.log(0.05, base))
+            (straddled,) = query_at(
+                prom,
+                f"histogram_fraction({upper / base!r}, {upper!r}, sum(increase({E2E}[7m])))",
+                at_s,
+            )
+            sli_gap = abs(float(native_sli["value"][1]) - float(classic_sli["value"][1]))
+            print(f"50 ms SLI: native - classic {sli_gap:.4f}, share {straddled['value'][1]}")
+            assert sli_gap <= float(straddled["value"][1]) + 0.002, (sli_gap, straddled)
             check_native_panels(prom)
         finally:
             for proc in (prom, stream, probe):
