@@ -83,41 +83,11 @@ demo: setup
 
 ## The control plane of the chart's install tests is built by the test run itself when it is not
 ## cached: in the background, at nice 19, while the rest of the suite runs (tests/k8s run last).
-## The suite waits on brokers, Spark, Prometheus and sleeps most of its time (about 0.6 of a
-## core on 2, docs/benchmarks.md): the unit tests that time nothing and need no background build
-## run beside it, in a pytest of their own at nice 19 (as the builds are: they take only the
-## cores the rest leaves idle), with their own temp dir and no cache; the run fails if either
-## does, and prints the side run's summary (its whole output when it failed).
-UNIT_BESIDE := tests/unit/streaming tests/unit/archive tests/unit/core tests/unit/report \
-	tests/unit/dashboards tests/unit/helm tests/unit/kafkautil tests/unit/bench tests/unit/repo \
-	tests/unit/broker tests/unit/test_bad_inputs.py tests/unit/test_cli.py \
-	tests/unit/test_compare.py tests/unit/test_demo_cli.py tests/unit/test_flags_from_models.py \
-	tests/unit/test_pipeline.py tests/unit/test_settings_defaults.py tests/unit/test_terminal_tables.py \
-	tests/unit/test_url_secrets_any_characters.py tests/unit/test_secrets_never_printed.py
-BESIDE_LOG := .pytest-beside.log
-## The tests of Kafka's authentication and authorizer (OIDC tokens from Keycloak, MSK IAM's
-## signer, least-privilege ACLs) each start a Kafka of their own and then wait out token
-## lifetimes, outages and refreshes (about 5 min of a 45 min run, most of it asleep): they run
-## beside too, in a third pytest at nice 10 (above the builds, below the main run: their probes
-## keep schedules and refresh tokens in time), which starts Keycloak itself at its collection.
-AUTH_BESIDE := tests/integration/probes/test_oidc_kafka.py tests/integration/probes/test_msk_iam_kafka.py \
-	tests/integration/test_least_privilege.py
-AUTH_LOG := .pytest-auth.log
-
+## The suite runs in parts (testkit/suite.py says which and why): four pytests side by side (the
+## unit tests that time nothing at nice 19, the auth tests at nice 10, two halves of the rest),
+## then the timing-sensitive set (bench/timing_runs.py) alone. PYTEST_ARGS go to every part.
 test: setup system-test-deps kafka-jars
-	@rm -f $(BESIDE_LOG) $(AUTH_LOG); \
-	nice -n 19 $(PY) -m pytest -p no:cacheprovider --basetemp=$(CURDIR)/.pytest-beside-tmp \
-	  $(UNIT_BESIDE) > $(BESIDE_LOG) 2>&1 & beside=$$!; \
-	nice -n 10 $(PY) -m pytest -p no:cacheprovider --durations=10 --basetemp=$(CURDIR)/.pytest-auth-tmp \
-	  $(AUTH_BESIDE) > $(AUTH_LOG) 2>&1 & auth=$$!; \
-	$(PY) -m pytest --durations=30 $(foreach t,$(UNIT_BESIDE) $(AUTH_BESIDE),--ignore=$(t)) $(PYTEST_ARGS); main=$$?; \
-	wait $$beside; side=$$?; wait $$auth; authrc=$$?; \
-	if [ $$side -ne 0 ]; then echo "== the unit tests run beside (nice 19) failed:"; cat $(BESIDE_LOG); \
-	else echo "== the unit tests run beside (nice 19): $$(tail -n 1 $(BESIDE_LOG))"; fi; \
-	if [ $$authrc -ne 0 ]; then echo "== the auth tests run beside (nice 10) failed:"; cat $(AUTH_LOG); \
-	else echo "== the auth tests run beside (nice 10):"; sed -n '/slowest 10 durations/,$$p' $(AUTH_LOG); fi; \
-	rm -rf $(CURDIR)/.pytest-beside-tmp $(CURDIR)/.pytest-auth-tmp; \
-	[ $$main -eq 0 ] && [ $$side -eq 0 ] && [ $$authrc -eq 0 ]
+	$(PY) -m testkit.suite $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

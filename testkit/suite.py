@@ -1,0 +1,193 @@
+"""``make test``: the suite in parts, most of them side by side, the timing-sensitive set alone.
+
+The suite waits on brokers, Spark, Prometheus and sleeps most of its time (about 0.6 of a core
+on 2, docs/benchmarks.md), so one pytest after another leaves the machine half idle: stop 45's
+CI took 45 min 5 s in one main pytest. The parts:
+
+1. Side by side, each its own pytest (own temp dir; no cache but the foreground one's):
+   - ``unit``: the unit tests that time nothing and need no build, at nice 19 (as the builds:
+     they take only what the rest leaves idle);
+   - ``auth``: Kafka's authentication and authorizer tests (OIDC from Keycloak, MSK IAM, ACLs),
+     at nice 10: they mostly wait out token lifetimes, and their probes must refresh in time;
+   - ``main-a`` (the stream job's tests, the chart's, the other unit tests; the Kubernetes build)
+     and ``main-b`` (the probes', the brokers', the end-to-end ones; the Prometheus 3 build), at
+     nice 0, ``main-b`` in the foreground.
+2. Then, once ``main-a``, ``main-b`` and ``auth`` are done, ``timing``: the tests whose
+   assertions read a clock, a CPU counter or a count after a sleep (``bench.timing_runs``' set,
+   issue 41), alone, as their 10 of 10 runs were measured. Only the nice-19 ``unit`` part may
+   still run beside them.
+
+Each part's pytest starts with SIGINT's default (``testkit.sigint``): Ctrl+C reaches every part
+(they share the terminal's process group) and each tears its fixtures down; the runner waits for
+them. The run fails if any part does; a side part's whole log is printed when it failed, its
+summary otherwise. A test file in none of the parts is a failure of ``tests/unit/repo``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from testkit.sigint import default_sigint
+
+ROOT = Path(__file__).resolve().parent.parent
+
+UNIT = (
+    "tests/unit/streaming", "tests/unit/archive", "tests/unit/core", "tests/unit/report",
+    "tests/unit/dashboards", "tests/unit/helm", "tests/unit/kafkautil", "tests/unit/bench",
+    "tests/unit/repo", "tests/unit/broker", "tests/unit/test_bad_inputs.py",
+    "tests/unit/test_cli.py", "tests/unit/test_compare.py", "tests/unit/test_demo_cli.py",
+    "tests/unit/test_flags_from_models.py", "tests/unit/test_pipeline.py",
+    "tests/unit/test_settings_defaults.py", "tests/unit/test_terminal_tables.py",
+    "tests/unit/test_url_secrets_any_characters.py", "tests/unit/test_secrets_never_printed.py",
+)  # fmt: skip
+AUTH = (
+    "tests/integration/probes/test_oidc_kafka.py",
+    "tests/integration/probes/test_msk_iam_kafka.py",
+    "tests/integration/test_least_privilege.py",
+)
+#: Split by the builds they need (one part starts each build, so no build runs twice) and
+#: balanced by the durations of a whole run (README: the suite's time).
+MAIN_A = ("tests/integration/streaming", "tests/k8s", "tests/unit")
+MAIN_B = (
+    "tests/integration/probes", "tests/integration/broker", "tests/e2e",
+    "tests/integration/test_demo_signals.py", "tests/integration/test_full_disk_files.py",
+    "tests/unit/alerts",
+)  # fmt: skip
+
+
+def timing_files() -> tuple[str, ...]:
+    """The timing-sensitive set, as ``bench.timing_runs`` lists it (its one place)."""
+    from bench.timing_runs import TIMING_SET
+
+    return tuple(f for files in TIMING_SET.values() for f in files)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One pytest of the run: its paths, what it leaves to the other parts, its nice value,
+    and its log (None: the terminal)."""
+
+    name: str
+    paths: tuple[str, ...]
+    ignore: tuple[str, ...] = ()
+    nice: int = 0
+    log: str | None = None
+    durations: int = 15
+
+    def basetemp(self) -> Path:
+        """Its pytest's own temp dir: short (sockets' paths), and this run's alone."""
+        return Path(tempfile.gettempdir()) / f"nines-test-{os.getpid()}-{self.name}"
+
+    def argv(self, extra: Sequence[str]) -> list[str]:
+        """The pytest command line (paths relative to the repository's root)."""
+        argv = [sys.executable, "-m", "pytest", f"--durations={self.durations}"]
+        argv += [f"--basetemp={self.basetemp()}"]
+        if self.log is not None:  # one cache, the foreground parts' (they run one at a time)
+            argv += ["-p", "no:cacheprovider"]
+        argv += [f"--ignore={p}" for p in self.ignore]
+        return [*argv, *extra, *self.paths]
+
+
+def parts() -> dict[str, Part]:
+    """The run's parts, by name, in the order they start."""
+    timing = timing_files()
+    return {
+        "unit": Part("unit", UNIT, nice=19, log=".pytest-unit.log", durations=5),
+        "auth": Part("auth", AUTH, nice=10, log=".pytest-auth.log", durations=10),
+        "main-a": Part(
+            "main-a",
+            MAIN_A,
+            ignore=(*UNIT, *timing, *MAIN_B),
+            log=".pytest-main-a.log",
+            durations=20,
+        ),
+        "main-b": Part("main-b", MAIN_B, ignore=(*AUTH, *timing), durations=20),
+        "timing": Part("timing", timing, durations=30),
+    }
+
+
+class Running:
+    """A part's pytest, started; its wall time once done."""
+
+    def __init__(self, part: Part, extra: Sequence[str]) -> None:
+        self.part, self.started = part, time.monotonic()
+        out = None if part.log is None else (ROOT / part.log).open("wb")
+
+        def preexec() -> None:
+            default_sigint()
+            os.nice(part.nice)
+
+        try:
+            self.proc = subprocess.Popen(
+                part.argv(extra), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT if out else None,
+                preexec_fn=preexec,
+            )  # fmt: skip
+        finally:
+            if out is not None:
+                out.close()
+        self.seconds, self.interrupted = 0.0, False
+
+    def wait(self) -> int:
+        """Its exit status, once it ends (a Ctrl+C meanwhile reached it too: it tears down).
+        Its temp dir goes when it passed."""
+        while True:
+            try:
+                code = self.proc.wait()
+                break
+            except KeyboardInterrupt:
+                self.interrupted = True  # the part got the same SIGINT; wait for its teardown
+        self.seconds = time.monotonic() - self.started
+        if code == 0:
+            shutil.rmtree(self.part.basetemp(), ignore_errors=True)
+        return code
+
+    def report(self, code: int) -> None:
+        """A side part's summary (its whole log if it failed)."""
+        part = self.part
+        head = f"== {part.name} ({len(part.paths)} paths, nice {part.nice}): {self.seconds:.0f} s"
+        if part.log is None:
+            print(f"{head}, exit {code}", flush=True)
+            return
+        text = (ROOT / part.log).read_text(errors="replace")
+        if code != 0:
+            print(f"{head}, FAILED (exit {code}); its log:\n{text}", flush=True)
+            return
+        lines = text.strip().splitlines()
+        first = next((i for i, ln in enumerate(lines) if "slowest " in ln), len(lines) - 1)
+        print(f"{head}, passed\n" + "\n".join(lines[first:]), flush=True)
+
+
+def run(extra: Sequence[str]) -> int:
+    """The whole run; 0 when every part passed."""
+    all_parts = parts()
+    codes: dict[str, int] = {}
+    side = {n: Running(all_parts[n], extra) for n in ("unit", "auth", "main-a")}
+    fg = Running(all_parts["main-b"], extra)
+    codes["main-b"] = fg.wait()
+    fg.report(codes["main-b"])
+    for name in ("main-a", "auth"):
+        codes[name] = side[name].wait()
+        side[name].report(codes[name])
+    if not any(r.interrupted for r in (fg, *side.values())):
+        alone = Running(all_parts["timing"], extra)
+        codes["timing"] = alone.wait()
+        alone.report(codes["timing"])
+    codes["unit"] = side["unit"].wait()
+    side["unit"].report(codes["unit"])
+    failed = [n for n, c in codes.items() if c != 0]
+    if "timing" not in codes:
+        failed.append("timing (not run: interrupted)")
+    print(f"== the suite: {'failed: ' + ', '.join(failed) if failed else 'every part passed'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run(sys.argv[1:]))
