@@ -1,26 +1,28 @@
-"""``make test``: the suite in parts, most of them side by side, the timing-sensitive set alone.
+"""``make test``: the suite in parts, two halves side by side, the timing-sensitive set last.
 
 The suite waits on brokers, Spark, Prometheus and sleeps most of its time (about 0.6 of a core
 on 2, docs/benchmarks.md), so one pytest after another leaves the machine half idle: stop 45's
-CI took 45 min 5 s in one main pytest. The parts:
+CI took 45 min 5 s in one main pytest. The parts, each its own pytest (its own temp dir; no
+cache but the foreground parts'):
 
-1. Side by side, each its own pytest (own temp dir; no cache but the foreground one's):
-   - ``unit``: the unit tests that time nothing and need no build, at nice 19 (as the builds:
-     they take only what the rest leaves idle);
-   - ``auth``: Kafka's authentication and authorizer tests (OIDC from Keycloak, MSK IAM, ACLs),
-     at nice 10: they mostly wait out token lifetimes, and their probes must refresh in time;
-   - ``main-a`` (the stream job's tests, the chart's, the other unit tests; the Kubernetes build)
-     and ``main-b`` (the probes', the brokers', the end-to-end ones; the Prometheus 3 build), at
-     nice 0, ``main-b`` in the foreground.
-2. Then, once ``main-a``, ``main-b`` and ``auth`` are done, ``timing``: the tests whose
-   assertions read a clock, a CPU counter or a count after a sleep (``bench.timing_runs``' set,
-   issue 41), alone, as their 10 of 10 runs were measured. Only the nice-19 ``unit`` part may
-   still run beside them.
+1. ``unit``, the unit tests that time nothing and need no build, at nice 19 for the whole run
+   (as the builds: they take only what the rest leaves idle).
+2. ``main-a`` (the stream job's tests, the chart's, the other unit tests; the Kubernetes build)
+   and ``main-b`` (the probes', the brokers', the end-to-end ones; the Prometheus 3 build) side
+   by side at nice 0, ``main-b`` in the foreground.
+3. ``auth``, Kafka's authentication and authorizer tests (OIDC from Keycloak, MSK IAM, ACLs), at
+   nice 10 from the end of the first half on: they mostly wait out token lifetimes, and their
+   start (Keycloak, two Kafkas) would add to the halves' (all four at once reached load 17 and
+   failed a stream test's latency bound, a CI-like run of 2026-12-07).
+4. ``timing`` once both halves are done: the tests whose assertions read a clock, a CPU counter
+   or a count after a sleep (``bench.timing_runs``' set, issue 41), with only ``auth`` and the
+   rest of ``unit`` beside, as they had in the single main run whose CI they passed.
 
 Each part's pytest starts with SIGINT's default (``testkit.sigint``): Ctrl+C reaches every part
-(they share the terminal's process group) and each tears its fixtures down; the runner waits for
-them. The run fails if any part does; a side part's whole log is printed when it failed, its
-summary otherwise. A test file in none of the parts is a failure of ``tests/unit/repo``.
+(they share the terminal's process group), each tears its fixtures down and the runner waits
+for them, and starts nothing more. The run fails if any part does; a logged part's whole log is
+printed when it failed, its slowest tests otherwise. ``tests/unit/repo/test_suite_parts.py``
+checks that every test file is in exactly one part.
 """
 
 from __future__ import annotations
@@ -167,24 +169,27 @@ class Running:
 
 def run(extra: Sequence[str]) -> int:
     """The whole run; 0 when every part passed."""
-    all_parts = parts()
+    every = parts()
     codes: dict[str, int] = {}
-    side = {n: Running(all_parts[n], extra) for n in ("unit", "auth", "main-a")}
-    fg = Running(all_parts["main-b"], extra)
-    codes["main-b"] = fg.wait()
-    fg.report(codes["main-b"])
-    for name in ("main-a", "auth"):
-        codes[name] = side[name].wait()
-        side[name].report(codes[name])
-    if not any(r.interrupted for r in (fg, *side.values())):
-        alone = Running(all_parts["timing"], extra)
-        codes["timing"] = alone.wait()
-        alone.report(codes["timing"])
-    codes["unit"] = side["unit"].wait()
-    side["unit"].report(codes["unit"])
+    unit, half_a = Running(every["unit"], extra), Running(every["main-a"], extra)
+    half_b = Running(every["main-b"], extra)
+    later: list[Running] = []
+    try:
+        while half_a.proc.poll() is None and half_b.proc.poll() is None:
+            time.sleep(1)
+        later.append(Running(every["auth"], extra))
+    except KeyboardInterrupt:
+        half_b.interrupted = True
+    for half in (half_b, half_a):
+        codes[half.part.name] = half.wait()
+        half.report(codes[half.part.name])
+    if not any(r.interrupted for r in (unit, half_a, half_b, *later)):
+        later.insert(0, Running(every["timing"], extra))
+    for r in [*later, unit]:
+        codes[r.part.name] = r.wait()
+        r.report(codes[r.part.name])
     failed = [n for n, c in codes.items() if c != 0]
-    if "timing" not in codes:
-        failed.append("timing (not run: interrupted)")
+    failed += [f"{n} (not run: interrupted)" for n in every if n not in codes]
     print(f"== the suite: {'failed: ' + ', '.join(failed) if failed else 'every part passed'}")
     return 1 if failed else 0
 

@@ -253,9 +253,9 @@ def test_a_fleet_replica_runs_with_exactly_its_acls(
     table = probe_acls(TOPIC, ECHOES, fleet=True)
     acl_kafka.grant(who, table if with_group_read else PROBE)
     # the drain ends at the last echo: 60 s only bounds it (10 s left 11 echoes out at load 17)
-    run = nines(*probe_args(acl_kafka, who, who.config, "--duration", "6s", "--fleet-group",
-                            who.name, "--metrics-port", "0",
-                            "--shutdown-timeout", "60s"))  # fmt: skip
+    config = who.probe_config(shutdown_timeout="60s")
+    run = nines(*probe_args(acl_kafka, who, config, "--duration", "6s", "--fleet-group",
+                            who.name, "--metrics-port", "0"))  # fmt: skip
     assert "Traceback" not in run.stderr and who.password not in run.stdout + run.stderr
     assert run.returncode == 0, run.stderr[-2000:]
     if with_group_read:
