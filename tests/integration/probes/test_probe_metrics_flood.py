@@ -1,7 +1,9 @@
-"""A running probe's /metrics (``nines probe``, the mock broker) answers every scrape within 1 s
+"""A running probe's /metrics (``nines probe``, the mock broker) answers scrapes within 1 s
 while 1,100 connections from the scraper's own address (127.0.0.1) sit idle, trickle a request
 head (or a TLS ClientHello) a byte a second, or stop mid-handshake, each reopened when cut: more
-than twice the server's connection cap. The probe started under a soft open-file limit of 256,
+than twice the server's connection cap. A scrape on a fresh connection is incomplete like the
+flood's until its head is in, so most (not all) of them are answered and the rest are cut, never
+left hanging (``probe_flood.run_flooded`` says why); every one on a kept connection is answered. The probe started under a soft open-file limit of 256,
 and raised it to the hard limit itself.
 
 Over TLS also under a CPU attack: 1,100 connections that each send a ClientHello, take the
