@@ -46,6 +46,11 @@ NO_ANSWER = "no answer"
 #: not a ``manage_interval`` later: the topics are made within seconds of its first answer (at
 #: the 60 s default the probe topic came 57 s after it, every message of it counted lost).
 ANSWER_RETRY_S = 2.0
+#: Seconds after partitions were added during which a survey that shows fewer is taken as
+#: metadata not yet caught up, not as partitions missing: the broker that answers may not know
+#: them yet (a loaded CI-like run asked again at once and was refused "Topic already has 3
+#: partition(s)", counted as an error and logged the new broker as staying unprobed).
+GROWN_SETTLE_S = 30.0
 
 
 class Admin(Protocol):
@@ -182,6 +187,10 @@ class TopicManager:
         self._unled: list[int] = []
         #: Topics to create once their cluster answers: (admin, topic, partitions per broker).
         self._later: list[tuple[Admin, str, int]] = []
+        #: The partition count asked for by the call in flight, and once it succeeded, that
+        #: count and until when a survey showing fewer is stale (``GROWN_SETTLE_S``).
+        self._asked = 0
+        self._grown: tuple[int, float] | None = None
 
     def create_when_answered(self, admin: Admin, topic: str, per_broker: int) -> None:
         """``--manage-topic`` on a cluster that was silent at start: create ``topic`` at the
@@ -235,6 +244,14 @@ class TopicManager:
     def _act(self, found: Survey, now_s: float) -> None:
         if not found.exists:  # deleted: partitions cannot be added (nor is it re-created)
             return
+        if self._grown is not None:
+            total, until_s = self._grown
+            if len(found.leaders) < total and now_s < until_s:
+                # the partitions just added are not in this broker's metadata yet: look again
+                # soon, and do not ask for them twice
+                self._next_s = now_s + min(self.interval_s, ANSWER_RETRY_S)
+                return
+            self._grown = None
         if self.rebalance:
             elect = preferred_elections(found)
             if elect:
@@ -259,6 +276,7 @@ class TopicManager:
             return
         log.info("adding %d partition(s) to %s, placed %s", len(add), self.topic, add)
         self._unled = sorted(r[0] for r in add)
+        self._asked = total
         self._call(
             "create_partitions",
             now_s,
@@ -285,6 +303,8 @@ class TopicManager:
             return
         self.failures = 0
         self._next_s = now_s  # survey at once: the new partitions are to be probed
+        if op == "create_partitions":
+            self._grown = (self._asked, now_s + GROWN_SETTLE_S)
 
     def _refused(self, op: str, exc: BaseException, now_s: float) -> None:
         unprobed = f"; brokers {self._unled} stay unprobed" if self._unled else ""

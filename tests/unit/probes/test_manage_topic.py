@@ -21,6 +21,7 @@ from kafkautil.admin import Survey, refusal, survey
 from probes import ProbeAgent, ProbeConfig
 from probes.manager import (
     ANSWER_RETRY_S,
+    GROWN_SETTLE_S,
     MAX_BACKOFF_S,
     AdminErrors,
     TopicManager,
@@ -473,3 +474,38 @@ def test_every_tick_serves_the_admin_clients_log_queue() -> None:
     for t in range(3):
         m.tick(float(t))
     assert fake.polls == 3
+
+
+def test_stale_metadata_after_adding_partitions_is_waited_out_not_asked_again() -> None:
+    """A survey right after CreatePartitions succeeded may come from a broker that does not
+    know the new partition yet: asking again was refused ("Topic already has 3 partition(s)",
+    counted as an error, a loaded CI-like run). The manager looks again soon instead, and only
+    GROWN_SETTLE_S later takes a smaller topic as needing partitions again."""
+    stale = surveyed({0: [1, 2]}, {1, 2})
+    admin = FakeAdmin(stale)
+    m, started = manager(admin)
+    m.tick(0.0)  # adds partition 1 for broker 2; the fake answers at once
+    assert admin.calls == [("create_partitions", T, 1, [[2, 1]])]
+    grown = admin.state
+    admin.state = stale  # the next broker asked does not know it yet
+    m.tick(0.1)  # settled: surveys at once, sees 1 partition of 2
+    m.tick(0.2)
+    assert len(admin.calls) == 1 and m.errors.counts == {}
+    surveys = admin.surveys
+    m.tick(0.1 + ANSWER_RETRY_S)  # looks again within ANSWER_RETRY_S, not an interval later
+    assert admin.surveys == surveys + 1 and len(admin.calls) == 1
+    admin.state = grown  # caught up: the new partition is probed
+    m.tick(0.2 + 2 * ANSWER_RETRY_S)
+    assert started == [[1]] and len(admin.calls) == 1 and m.errors.counts == {}
+
+
+def test_a_topic_still_smaller_after_the_settle_time_is_grown_again() -> None:
+    stale = surveyed({0: [1, 2]}, {1, 2})
+    admin = FakeAdmin(stale)
+    m, _ = manager(admin)
+    m.tick(0.0)
+    admin.state = stale  # e.g. deleted and recreated meanwhile
+    m.tick(0.1)
+    assert len(admin.calls) == 1
+    m.tick(0.2 + GROWN_SETTLE_S)
+    assert len(admin.calls) == 2 and admin.calls[1] == ("create_partitions", T, 1, [[2, 1]])
