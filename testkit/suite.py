@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -125,6 +126,13 @@ class Running:
             if out is not None:
                 out.close()
         self.seconds, self.interrupted = 0.0, False
+        # its own wall time, whenever the runner comes to wait for it
+        self._watch = threading.Thread(target=self._ended, daemon=True)
+        self._watch.start()
+
+    def _ended(self) -> None:
+        self.proc.wait()
+        self.seconds = time.monotonic() - self.started
 
     def wait(self) -> int:
         """Its exit status, once it ends (a Ctrl+C meanwhile reached it too: it tears down).
@@ -135,7 +143,7 @@ class Running:
                 break
             except KeyboardInterrupt:
                 self.interrupted = True  # the part got the same SIGINT; wait for its teardown
-        self.seconds = time.monotonic() - self.started
+        self._watch.join()
         if code == 0:
             shutil.rmtree(self.part.basetemp(), ignore_errors=True)
         return code
