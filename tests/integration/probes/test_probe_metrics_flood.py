@@ -3,8 +3,8 @@ while 1,100 connections from the scraper's own address (127.0.0.1) sit idle, tri
 head (or a TLS ClientHello) a byte a second, or stop mid-handshake, each reopened when cut: more
 than twice the server's connection cap. A scrape on a fresh connection is incomplete like the
 flood's until its head is in, so most (not all) of them are answered and the rest are cut, never
-left hanging (``probe_flood.run_flooded`` says why); every one on a kept connection is answered. The probe started under a soft open-file limit of 256,
-and raised it to the hard limit itself.
+left hanging (``probe_flood.run_flooded`` says why); every one on a kept connection is answered.
+The probe started under a soft open-file limit of 256, and raised it to the hard limit itself.
 
 Over TLS also under a CPU attack: 1,100 connections that each send a ClientHello, take the
 probe's signed answer, reset and reconnect at once; a scraper that keeps its connection, as
