@@ -83,9 +83,10 @@ demo: setup
 
 ## The control plane of the chart's install tests is built by the test run itself when it is not
 ## cached: in the background, at nice 19, while the rest of the suite runs (tests/k8s run last).
-## The suite runs in parts (testkit/suite.py says which and why): four pytests side by side (the
-## unit tests that time nothing at nice 19, the auth tests at nice 10, two halves of the rest),
-## then the timing-sensitive set (bench/timing_runs.py) alone. PYTEST_ARGS go to every part.
+## The suite runs in parts (testkit/suite.py says which and why): the unit tests that time
+## nothing at nice 19 throughout; two halves of the rest side by side (the stream tests, the
+## others); the auth tests at nice 10 from the end of the first half; then the timing-sensitive
+## set (bench/timing_runs.py) once both halves are done. PYTEST_ARGS go to every part.
 test: setup system-test-deps kafka-jars
 	$(PY) -m testkit.suite $(PYTEST_ARGS)
 

@@ -194,14 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--merge", type=Path, action="append", default=[], metavar="JSON",
                     help="add the runs of this earlier result of the same part")  # fmt: skip
     ap.add_argument("--out", type=Path, default=RESULTS)
-    ap.add_argument("--list", action="store_true",
-                    help="print the set's files, one a line, and run nothing (make test runs "
-                    "them last, alone)")  # fmt: skip
     args = ap.parse_args(argv)
     kinds = [k for k in TIMING_SET if k in (args.only or TIMING_SET)]
-    if args.list:
-        print("\n".join(f for kind in kinds for f in TIMING_SET[kind]))
-        return 0
     key = "+".join(kinds)
     earlier = [earlier_part(path, key) for path in args.merge]
     if not earlier and args.runs < 1:

@@ -1,8 +1,8 @@
 """``make test``: the suite in parts, two halves side by side, the timing-sensitive set last.
 
 The suite waits on brokers, Spark, Prometheus and sleeps most of its time (about 0.6 of a core
-on 2, docs/benchmarks.md), so one pytest after another leaves the machine half idle: stop 45's
-CI took 45 min 5 s in one main pytest. The parts, each its own pytest (its own temp dir; no
+on 2, docs/benchmarks.md), so one pytest after another leaves the machine half idle: CI took
+45 min 5 s in one main pytest (2026-12-07). The parts, each its own pytest (its own temp dir; no
 cache but the foreground parts'):
 
 1. ``unit``, the unit tests that time nothing and need no build, at nice 19 for the whole run
@@ -171,16 +171,17 @@ def run(extra: Sequence[str]) -> int:
     unit, half_a = Running(every["unit"], extra), Running(every["main-a"], extra)
     half_b = Running(every["main-b"], extra)
     later: list[Running] = []
+    interrupted = False
     try:
         while half_a.proc.poll() is None and half_b.proc.poll() is None:
             time.sleep(1)
         later.append(Running(every["auth"], extra))
     except KeyboardInterrupt:
-        half_b.interrupted = True
+        interrupted = True
     for half in (half_b, half_a):
         codes[half.part.name] = half.wait()
         half.report(codes[half.part.name])
-    if not any(r.interrupted for r in (unit, half_a, half_b, *later)):
+    if not interrupted and not any(r.interrupted for r in (unit, half_a, half_b, *later)):
         later.insert(0, Running(every["timing"], extra))
     for r in [*later, unit]:
         codes[r.part.name] = r.wait()
